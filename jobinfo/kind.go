@@ -1,0 +1,236 @@
+package jobinfo
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobpipe/jobpipe/backoff"
+)
+
+// Defaults for a kind's options.
+const (
+	// DefaultMaxAttempts is how many attempts a job gets before it fails for good. With the default
+	// backoff policy the retries of one job span about a day (see package backoff).
+	DefaultMaxAttempts = 25
+	// DefaultKeyLimit is the running limit per key of a keyed kind: unique while executing.
+	DefaultKeyLimit = 1
+)
+
+// Info is the non-generic description of a kind that the rest of jobpipe works from.
+type Info struct {
+	// Name is the kind's name.
+	Name string
+	// Table is the kind's table, ready to sanitise.
+	Table pgx.Identifier
+	// Fields are the data columns in struct order.
+	Fields []Field
+	// Unique lists the columns of the until-executed unique key (empty: none).
+	Unique []string
+	// Key lists the columns of the concurrency key (empty: none).
+	Key []string
+	// Order is the order of jobs within a key.
+	Order Order
+	// MaxAttempts is how many attempts a job gets.
+	MaxAttempts int
+	// Backoff gives the delay before each retry.
+	Backoff backoff.Policy
+	// KeyLimit is how many jobs of one key may run at once (keyed kinds only).
+	KeyLimit int
+	// Concurrency is the most jobs of the kind that run at once in one dispatcher; 0 leaves it to the
+	// dispatcher's configuration.
+	Concurrency int
+}
+
+// Kind is a job kind whose data is carried by struct type T.
+type Kind[T any] struct {
+	info *Info
+}
+
+// Option configures a kind.
+type Option func(*Info) error
+
+// Table sets the kind's table, optionally schema-qualified ("billing.deliveries"). The default is the
+// kind's name.
+func Table(name string) Option {
+	return func(i *Info) error {
+		schema, table, err := splitTableName(name)
+		if err != nil {
+			return err
+		}
+		i.Table = pgx.Identifier{table}
+		if schema != "" {
+			i.Table = pgx.Identifier{schema, table}
+		}
+		return nil
+	}
+}
+
+// WithOrder sets the order of jobs within a key (default OrderCreated).
+func WithOrder(o Order) Option {
+	return func(i *Info) error {
+		i.Order = o
+		return o.Validate()
+	}
+}
+
+// MaxAttempts sets how many attempts a job gets before it fails for good (default DefaultMaxAttempts).
+func MaxAttempts(n int) Option {
+	return func(i *Info) error {
+		if n < 1 {
+			return fmt.Errorf("jobinfo: max attempts %d is not allowed: give 1 or more", n)
+		}
+		i.MaxAttempts = n
+		return nil
+	}
+}
+
+// Backoff sets the retry delay policy (default backoff.Default()).
+func Backoff(p backoff.Policy) Option {
+	return func(i *Info) error {
+		if p == nil {
+			return errors.New("jobinfo: backoff policy is nil: pass a backoff.Policy or leave the option out")
+		}
+		i.Backoff = p
+		return nil
+	}
+}
+
+// KeyLimit sets how many jobs of one key may run at once (default 1: unique while executing). It needs a
+// concurrency key.
+func KeyLimit(n int) Option {
+	return func(i *Info) error {
+		if n < 1 {
+			return fmt.Errorf("jobinfo: key limit %d is not allowed: give 1 or more (pause a key with a dynamic limit of 0 instead)", n)
+		}
+		i.KeyLimit = n
+		return nil
+	}
+}
+
+// Concurrency sets the most jobs of the kind that run at once in one dispatcher.
+func Concurrency(n int) Option {
+	return func(i *Info) error {
+		if n < 1 {
+			return fmt.Errorf("jobinfo: concurrency %d is not allowed: give 1 or more", n)
+		}
+		i.Concurrency = n
+		return nil
+	}
+}
+
+// NoKey makes the unique fields only an until-executed unique key, not a concurrency key: jobs with equal
+// unique fields may then run at the same time, in any order.
+func NoKey() Option {
+	return func(i *Info) error {
+		i.Key = nil
+		i.KeyLimit = 0
+		return nil
+	}
+}
+
+// Define defines the kind name from struct type T. It checks the struct and the options and returns every
+// problem in one error; it does not touch the database (see Kind.Check).
+func Define[T any](name string, opts ...Option) (*Kind[T], error) {
+	var errs []error
+	if err := ValidateName("kind", name); err != nil {
+		errs = append(errs, err)
+	}
+	fields, err := parseFields(reflect.TypeFor[T]())
+	if err != nil {
+		errs = append(errs, err)
+	}
+	info := &Info{Name: name, Table: pgx.Identifier{name}, Fields: fields, Order: OrderCreated,
+		MaxAttempts: DefaultMaxAttempts, Backoff: backoff.Default()}
+	for _, f := range fields {
+		if f.Unique {
+			info.Unique = append(info.Unique, f.Column)
+		}
+		if f.Key {
+			info.Key = append(info.Key, f.Column)
+		}
+	}
+	if len(info.Key) == 0 {
+		info.Key = info.Unique
+	}
+	if len(info.Key) > 0 {
+		info.KeyLimit = DefaultKeyLimit
+	}
+	for _, opt := range opts {
+		if err := opt(info); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if info.KeyLimit > 0 && len(info.Key) == 0 {
+		errs = append(errs, fmt.Errorf("jobinfo: kind %q has a key limit but no key: tag the key fields with `jobpipe:\"col,key\"`", name))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("jobinfo: kind %q: %w", name, errors.Join(errs...))
+	}
+	return &Kind[T]{info: info}, nil
+}
+
+// MustDefine is Define that panics on error, for package-level kind variables.
+func MustDefine[T any](name string, opts ...Option) *Kind[T] {
+	k, err := Define[T](name, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// Info returns the kind's description. It must not be modified.
+func (k *Kind[T]) Info() *Info { return k.info }
+
+// Name returns the kind's name.
+func (k *Kind[T]) Name() string { return k.info.Name }
+
+// Columns returns the data column names in struct order.
+func (i *Info) Columns() []string {
+	cols := make([]string, len(i.Fields))
+	for j, f := range i.Fields {
+		cols[j] = f.Column
+	}
+	return cols
+}
+
+// Values returns job's data column values in the order of Info.Fields.
+func (k *Kind[T]) Values(job *T) []any {
+	v := reflect.ValueOf(job).Elem()
+	vals := make([]any, len(k.info.Fields))
+	for j, f := range k.info.Fields {
+		vals[j] = v.FieldByIndex(f.Index).Interface()
+	}
+	return vals
+}
+
+// ScanTargets returns pointers into job for each data column, in the order of Info.Fields, for
+// pgx.Row.Scan.
+func (k *Kind[T]) ScanTargets(job *T) []any {
+	v := reflect.ValueOf(job).Elem()
+	targets := make([]any, len(k.info.Fields))
+	for j, f := range k.info.Fields {
+		targets[j] = v.FieldByIndex(f.Index).Addr().Interface()
+	}
+	return targets
+}
+
+// TableSpec returns the table the kind's struct calls for, as CreateSQL would write it: each field gets
+// the first column type its Go type maps to, NOT NULL unless the Go type can hold nil.
+func (k *Kind[T]) TableSpec() TableSpec {
+	i := k.info
+	spec := TableSpec{Kind: i.Name, Table: tableString(i.Table), Unique: i.Unique, Key: i.Key, Order: i.Order}
+	for _, f := range i.Fields {
+		spec.Columns = append(spec.Columns, Column{Name: f.Column, Type: udtDDL[f.rule.udts[0]], Nullable: f.rule.nilable})
+	}
+	return spec
+}
+
+func tableString(id pgx.Identifier) string {
+	if len(id) == 2 {
+		return id[0] + "." + id[1]
+	}
+	return id[0]
+}

@@ -1,0 +1,53 @@
+package jobinfo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrNotMigrated is returned when jobpipe's own tables are missing.
+var ErrNotMigrated = errors.New("jobinfo: jobpipe's tables are missing: run `jobpipe migrate up` (or migrations.Up) first")
+
+const registerSQL = `
+INSERT INTO jobpipe_kinds (name, table_schema, table_name, unique_columns, key_columns, job_order, max_attempts)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (name) DO UPDATE SET table_schema = EXCLUDED.table_schema, table_name = EXCLUDED.table_name,
+    unique_columns = EXCLUDED.unique_columns, key_columns = EXCLUDED.key_columns,
+    job_order = EXCLUDED.job_order, max_attempts = EXCLUDED.max_attempts, updated_at = now()`
+
+// Register checks the kind's table (see Check) and records the kind in the jobpipe_kinds registry, where
+// the command line and the dashboard find it. It is idempotent.
+func (k *Kind[T]) Register(ctx context.Context, db DB) error {
+	return k.info.Register(ctx, db)
+}
+
+// Register is Kind.Register for the non-generic description.
+func (i *Info) Register(ctx context.Context, db DB) error {
+	if err := i.Check(ctx, db); err != nil {
+		return err
+	}
+	var schema *string
+	if len(i.Table) == 2 {
+		schema = &i.Table[0]
+	}
+	_, err := db.Exec(ctx, registerSQL, i.Name, schema, i.Table[len(i.Table)-1],
+		nonNil(i.Unique), nonNil(i.Key), string(i.Order), i.MaxAttempts)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+			return ErrNotMigrated
+		}
+		return fmt.Errorf("jobinfo: registering kind %q: %w", i.Name, err)
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,155 @@
+package uniqueness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobpipe/jobpipe/jobinfo"
+)
+
+// Row is one job to insert: its data column values in the order of jobinfo.Info.Fields, and when it may
+// start.
+type Row struct {
+	// Values are the data column values.
+	Values []any
+	// ProcessAfter, when set, is the earliest time the job may start.
+	ProcessAfter *time.Time
+	// ProcessIn, when positive and ProcessAfter is nil, delays the job by this long from the database's
+	// clock, so a skewed application clock cannot start a job early.
+	ProcessIn time.Duration
+}
+
+// schedule returns the two parameters of the process_after expression.
+func (r Row) schedule() (at *time.Time, in *time.Duration) {
+	if r.ProcessAfter != nil {
+		return r.ProcessAfter, nil
+	}
+	if r.ProcessIn > 0 {
+		return nil, &r.ProcessIn
+	}
+	return nil, nil
+}
+
+// Result is the outcome of inserting one job.
+type Result struct {
+	// ID is the id of the inserted job, or of the waiting job it duplicated.
+	ID int64
+	// Duplicate is true when a waiting job with the same unique fields existed; with a Replace strategy
+	// that job was updated.
+	Duplicate bool
+	// Err is set by InsertMany for an item the Error strategy refused (a *DuplicateError).
+	Err error
+}
+
+// Inserter inserts the jobs of one kind. Its statements are built once from validated identifiers.
+type Inserter struct {
+	info *jobinfo.Info
+	sql  map[Strategy]string
+	copy []string // COPY column list for kinds without unique fields
+}
+
+var inserters sync.Map // *jobinfo.Info -> *Inserter
+
+// For returns the Inserter of a kind, building it on first use.
+func For(info *jobinfo.Info) *Inserter {
+	if in, ok := inserters.Load(info); ok {
+		return in.(*Inserter)
+	}
+	in, _ := inserters.LoadOrStore(info, newInserter(info))
+	return in.(*Inserter)
+}
+
+func newInserter(info *jobinfo.Info) *Inserter {
+	cols := info.Columns()
+	quoted := make([]string, len(cols))
+	params := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = pgx.Identifier{c}.Sanitize()
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	n := len(cols)
+	base := fmt.Sprintf("INSERT INTO %s AS j (%s, process_after)\nVALUES (%s, COALESCE($%d::timestamptz, now() + $%d::interval))",
+		info.Table.Sanitize(), strings.Join(quoted, ", "), strings.Join(params, ", "), n+1, n+2)
+	const returning = "\nRETURNING id, xmax <> 0"
+	in := &Inserter{info: info, sql: map[Strategy]string{}, copy: append([]string{"id"}, append(cols, "process_after")...)}
+	if len(info.Unique) == 0 {
+		for s := range strategyNames {
+			in.sql[s] = base + returning
+		}
+		return in
+	}
+	uniq := make([]string, len(info.Unique))
+	for i, c := range info.Unique {
+		uniq[i] = pgx.Identifier{c}.Sanitize()
+	}
+	conflict := fmt.Sprintf("\nON CONFLICT (%s) WHERE %s DO UPDATE SET ", strings.Join(uniq, ", "), jobinfo.UniqueWaitingCondition)
+	var data []string
+	for _, q := range quoted {
+		data = append(data, q+" = EXCLUDED."+q)
+	}
+	sets := map[Strategy]string{
+		// A no-op update rather than DO NOTHING: it locks and returns the waiting row in the same
+		// statement, so the existing id comes back without a second query that could race with a claim.
+		Skip:            "lock_token = j.lock_token",
+		Error:           "lock_token = j.lock_token",
+		Replace:         strings.Join(data, ", ") + ", process_after = EXCLUDED.process_after, updated_at = now()",
+		ReplaceData:     strings.Join(data, ", ") + ", updated_at = now()",
+		ReplaceSchedule: "process_after = EXCLUDED.process_after, updated_at = now()",
+	}
+	for s, set := range sets {
+		in.sql[s] = base + conflict + set + returning
+	}
+	return in
+}
+
+// SQL returns the insert statement used for strategy s, for documentation and tests.
+func (in *Inserter) SQL(s Strategy) string { return in.sql[s] }
+
+func (in *Inserter) args(r Row) ([]any, error) {
+	if len(r.Values) != len(in.info.Fields) {
+		return nil, fmt.Errorf("uniqueness: kind %q takes %d values, got %d", in.info.Name, len(in.info.Fields), len(r.Values))
+	}
+	at, delay := r.schedule()
+	return append(append(make([]any, 0, len(r.Values)+2), r.Values...), at, delay), nil
+}
+
+func (in *Inserter) statement(s Strategy) (string, error) {
+	q, ok := in.sql[s]
+	if !ok {
+		return "", fmt.Errorf("uniqueness: strategy %v is unknown", s)
+	}
+	return q, nil
+}
+
+// Insert inserts one job, applying strategy s if a waiting job has the same unique fields.
+func (in *Inserter) Insert(ctx context.Context, db jobinfo.DB, r Row, s Strategy) (Result, error) {
+	q, err := in.statement(s)
+	if err != nil {
+		return Result{}, err
+	}
+	args, err := in.args(r)
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	if err := db.QueryRow(ctx, q, args...).Scan(&res.ID, &res.Duplicate); err != nil {
+		return Result{}, in.wrap(err)
+	}
+	if res.Duplicate && s == Error {
+		return res, &DuplicateError{Kind: in.info.Name, ExistingID: res.ID}
+	}
+	return res, nil
+}
+
+func (in *Inserter) wrap(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("uniqueness: enqueueing a %q job: %w", in.info.Name, err)
+}
