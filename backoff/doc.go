@@ -35,9 +35,9 @@
 // how long a job sits idle after the fix: at most 6h0m0s.
 //
 // River, for comparison, waits attempt^4 seconds ±10% with 25 attempts: its
-// 24 delays sum to about 489h43m40s (20.4 days), but with no cap the last one
-// alone is 92h9m36s, so a job can wait almost four days after its cause was
-// fixed.
+// 24 delays sum to about 489h43m40s (20.4 days), but with no practical cap
+// (only time.Duration's overflow limit) the last one alone is 92h9m36s, so a
+// job can wait almost four days after its cause was fixed.
 //
 // The cap also sets the horizon, because most of the 24 delays are at the cap.
 // A 1h cap would fail a job for good after only 6h34m7.5s to 13h8m15s of

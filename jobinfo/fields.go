@@ -41,19 +41,20 @@ func parseFields(t reflect.Type) ([]Field, error) {
 			continue
 		}
 		f, skip, err := parseField(sf)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
 		if skip {
 			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
 		}
 		if prev, dup := seen[f.Column]; dup {
 			errs = append(errs, fmt.Errorf("jobinfo: fields %s and %s both map to column %q", prev, sf.Name, f.Column))
 			continue
 		}
 		seen[f.Column] = sf.Name
-		fields = append(fields, f)
+		if err == nil {
+			fields = append(fields, f)
+		}
 	}
 	if len(fields) == 0 && len(errs) == 0 {
 		errs = append(errs, fmt.Errorf("jobinfo: job type %s has no exported fields to store: add at least one", t))

@@ -13,7 +13,7 @@ import (
 // Defaults for a kind's options.
 const (
 	// DefaultMaxAttempts is how many attempts a job gets before it fails for good. With the default
-	// backoff policy the retries of one job span about a day (see package backoff).
+	// backoff policy its 24 retries wait 31.5 to 63 hours in all (see package backoff).
 	DefaultMaxAttempts = 25
 	// DefaultKeyLimit is the running limit per key of a keyed kind: unique while executing.
 	DefaultKeyLimit = 1
@@ -92,6 +92,12 @@ func Backoff(p backoff.Policy) Option {
 	return func(i *Info) error {
 		if p == nil {
 			return errors.New("jobinfo: backoff policy is nil: pass a backoff.Policy or leave the option out")
+		}
+		// Policies that can check their settings do so here, at definition, not at the first retry.
+		if v, ok := p.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return err
+			}
 		}
 		i.Backoff = p
 		return nil
