@@ -27,7 +27,7 @@ var simpleTypes = map[string]sqlType{
 	"boolean": {"boolean", "bool"}, "bool": {"boolean", "bool"},
 	"real": {"real", "float4"}, "float4": {"real", "float4"},
 	"double precision": {"double precision", "float8"}, "float8": {"double precision", "float8"},
-	"double": {"double precision", "float8"},
+	"double":  {"double precision", "float8"},
 	"numeric": {"numeric", "numeric"}, "uuid": {"uuid", "uuid"},
 	"jsonb": {"jsonb", "jsonb"}, "json": {"json", "json"}, "bytea": {"bytea", "bytea"},
 	"timestamptz": {"timestamptz", "timestamptz"}, "timestamp": {"timestamp", "timestamp"},
