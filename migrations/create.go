@@ -29,6 +29,12 @@ const skeleton = `-- +goose Up
 // name must be 1 to 100 characters of a-z, 0-9 and _. Create never overwrites: it fails if the
 // file, or any migration with the same version, already exists.
 func Create(dir, name string, now time.Time) (string, error) {
+	return Write(dir, name, now, skeleton)
+}
+
+// Write is [Create] with the file's content given, for tools that generate a migration (such as
+// "jobpipe kind new"). content must be a goose SQL migration with -- +goose Up and Down sections.
+func Write(dir, name string, now time.Time, content string) (string, error) {
 	if err := checkName(name); err != nil {
 		return "", err
 	}
@@ -52,11 +58,13 @@ func Create(dir, name string, now time.Time) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("migrations: create: %w", err)
 	}
-	if _, err := f.WriteString(skeleton); err != nil {
+	if _, err := f.WriteString(content); err != nil {
 		f.Close()
+		os.Remove(path) // a half-written migration must not be applied by the next up
 		return "", fmt.Errorf("migrations: create: writing %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
+		os.Remove(path)
 		return "", fmt.Errorf("migrations: create: writing %s: %w", path, err)
 	}
 	return path, nil

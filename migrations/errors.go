@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +25,8 @@ type UnknownVersionError struct {
 	Versions []int64 // the unknown versions, ascending
 }
 
+// Error names the versions, the table that records them and where their files were looked for,
+// and says how to get the code that has them.
 func (e *UnknownVersionError) Error() string {
 	vs := make([]string, len(e.Versions))
 	for i, v := range e.Versions {
@@ -45,12 +48,13 @@ func (e *UnknownVersionError) Error() string {
 // so a failed one left nothing behind, unless its file is marked -- +goose NO TRANSACTION.
 type MigrationError struct {
 	Source        string // SourceJobpipe or SourceApp
-	File          string // the migration's file, as found in its directory
+	File          string // the file's name for jobpipe's own; its path, DIR/NAME, for the application's
 	Direction     string // "up" or "down"
 	NoTransaction bool   // the file is marked -- +goose NO TRANSACTION
 	Err           error  // the database's error
 }
 
+// Error names the file and the database's error, and says whether the database was left as it was.
 func (e *MigrationError) Error() string {
 	state := "it ran in a transaction, so none of it was applied: fix the file and run " + e.Direction + " again"
 	if e.NoTransaction {
@@ -60,17 +64,40 @@ func (e *MigrationError) Error() string {
 	return fmt.Sprintf("migrations: %s migration %s failed (%s): %v; %s", e.Source, e.File, e.Direction, e.Err, state)
 }
 
+// Unwrap returns the database's error, so errors.As finds a *pgconn.PgError.
 func (e *MigrationError) Unwrap() error { return e.Err }
 
 // wrap prefixes err with the package and op, and says how to fix a database that cannot be reached.
 func wrap(op string, err error) error {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) && ce.Config != nil {
-		return fmt.Errorf("migrations: %s: cannot connect to PostgreSQL at %s:%d: %w; "+
-			"check that PostgreSQL is running there and that DATABASE_URL (or --database-url) points at it",
-			op, ce.Config.Host, ce.Config.Port, err)
+		return &connectError{
+			msg: fmt.Sprintf("migrations: %s: cannot connect to PostgreSQL at %s:%d: %s; "+
+				"check that PostgreSQL is running there and that DATABASE_URL (or --database-url) points at it",
+				op, ce.Config.Host, ce.Config.Port, dialCause(err)),
+			err: err,
+		}
 	}
 	return fmt.Errorf("migrations: %s: %w", op, err)
+}
+
+// connectError is a connection failure with a message of its own that still unwraps to pgconn's.
+type connectError struct {
+	msg string
+	err error
+}
+
+func (e *connectError) Error() string { return e.msg }
+func (e *connectError) Unwrap() error { return e.err }
+
+// dialCause is the one line that says why a connection failed. pgconn's own message spans a line
+// per address tried.
+func dialCause(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Error()
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
 // failed turns goose's report of a failed migration into a MigrationError, and wraps anything else.

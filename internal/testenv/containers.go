@@ -12,9 +12,9 @@ import (
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 )
 
-// ContainerLabel marks every container this package starts, so that a CI script can find any
+// containerLabel marks every container this package starts, so that a CI script can find any
 // left behind by a test process that was killed before Main could terminate them.
-const ContainerLabel = "jobpipe.testenv"
+const containerLabel = "jobpipe.testenv"
 
 // containerStartTimeout covers pulling an image on a slow network as well as starting it.
 const containerStartTimeout = 5 * time.Minute
@@ -34,6 +34,7 @@ func track(c testcontainers.Container) {
 	started.Lock()
 	defer started.Unlock()
 	started.containers = append(started.containers, c)
+	watchInterrupts()
 }
 
 // terminateContainers terminates every container this package started.
@@ -72,7 +73,7 @@ var runtimeAnswers = sync.OnceValue(func() (err error) {
 
 // labels is the customizer that marks our containers.
 func labels() testcontainers.CustomizeRequestOption {
-	return testcontainers.WithLabels(map[string]string{ContainerLabel: "true"})
+	return testcontainers.WithLabels(map[string]string{containerLabel: "true"})
 }
 
 // startPostgresContainer starts PostgreSQL from JOBPIPE_TEST_POSTGRES_IMAGE and returns its URL.

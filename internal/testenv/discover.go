@@ -54,11 +54,12 @@ func redisNodes(t testing.TB) []string {
 
 // finder knows how to find one service in each way.
 type finder[T any] struct {
-	service string                                     // "PostgreSQL" or "Redis"
-	env     func(context.Context) (T, bool, error)     // bool: the variable is set
-	local   func(context.Context) (T, error)           // probe the default port
-	start   func(context.Context) (T, error)           // start a container
-	show    func(T) string                             // for the log line, without passwords
+	service string                                 // "PostgreSQL" or "Redis"
+	envVar  string                                 // the variable that names the server
+	env     func(context.Context) (T, bool, error) // bool: the variable is set
+	local   func(context.Context) (T, error)       // probe the default port
+	start   func(context.Context) (T, error)       // start a container
+	show    func(T) string                         // for the log line, without passwords
 }
 
 // discover tries the ways JOBPIPE_TEST_SERVERS allows, in order, and logs the one chosen.
@@ -84,7 +85,7 @@ func discover[T any](f finder[T]) (T, error) {
 			what = "the environment"
 			if set && err != nil {
 				// The developer named a server: falling back to another one would hide the mistake.
-				return zero, fmt.Errorf("testenv: %s named in the environment does not work: %w", f.service, err)
+				return zero, fmt.Errorf("testenv: %s is set, but that %s server does not work: %w", f.envVar, f.service, err)
 			}
 		case wayLocal:
 			ctx, cancel := context.WithTimeout(context.Background(), localProbeTimeout)
@@ -127,7 +128,7 @@ func notFound(service string, tried []string) error {
 Give the tests servers in one of these ways:
   1. set %s (PostgreSQL connection URL) and %s (Redis nodes, comma-separated host:port or redis://host:port/db);
   2. run PostgreSQL on %s and Redis on %s, as the OS user with no password ("make services" starts or installs them);
-  3. start Docker or Podman, so that testcontainers-go can run %s and %s (images from %s and %s).`,
+  3. start Docker or Podman, so that testcontainers-go can run %s and %s (images from %s and %s)`,
 		service, envServers, modeName(), strings.Join(tried, "\n"),
 		envDatabaseURL, envRedisURL,
 		"127.0.0.1:5432", localRedisAddr,

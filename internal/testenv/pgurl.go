@@ -35,7 +35,9 @@ func withSearchPath(connString, schema string) (string, error) {
 		opt = old + " " + opt
 	}
 	q.Set("options", opt)
-	u.RawQuery = q.Encode()
+	// Encode writes a space as "+", which libpq and pgx read as a plus sign; a literal "+"
+	// is already "%2B", so every "+" left is a space.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	return u.String(), nil
 }
 

@@ -14,6 +14,7 @@ import (
 // postgresFinder finds PostgreSQL: TEST_DATABASE_URL, the local default, a container.
 var postgresFinder = finder[string]{
 	service: "PostgreSQL",
+	envVar:  envDatabaseURL,
 	env: func(ctx context.Context) (string, bool, error) {
 		u := strings.TrimSpace(os.Getenv(envDatabaseURL))
 		if u == "" {
@@ -31,6 +32,7 @@ var postgresFinder = finder[string]{
 // redisFinder finds Redis nodes: TEST_REDIS_URL, the local default, a container.
 var redisFinder = finder[[]string]{
 	service: "Redis",
+	envVar:  envRedisURL,
 	env: func(ctx context.Context) ([]string, bool, error) {
 		list := strings.TrimSpace(os.Getenv(envRedisURL))
 		if list == "" {

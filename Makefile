@@ -1,0 +1,57 @@
+# jobpipe developer tasks. `make` alone lists them.
+#
+# Variables (override on the command line, e.g. `make test TIMEOUT=40m TESTFLAGS='-run Unique -v'`):
+#   TIMEOUT    go test -timeout                                           (default 20m)
+#   TESTFLAGS  extra go test flags for test, test-containers and bench    (default none)
+#   GOFLAGS    passed to every go command through the environment
+#
+# How the tests find PostgreSQL and Redis (TEST_DATABASE_URL/TEST_REDIS_URL, local servers, or
+# testcontainers) is described in internal/testenv/doc.go.
+
+SHELL := bash
+.DEFAULT_GOAL := help
+
+GO        ?= go
+TIMEOUT   ?= 20m
+TESTFLAGS ?=
+export GOFLAGS
+
+# staticcheck v0.8.2 is the release named 2026.2.2, the latest on the module proxy when pinned.
+# The proxy only knows the v0.x names (`go list -m honnef.co/go/tools@latest`).
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: help services local-services test test-containers lint build demo bench
+
+help: ## List the targets (this text)
+	@echo "Targets:"
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9_-]+:[^#]*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+services: ## Make PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) answer: start them, or install them (root + apt)
+	.ci/services.sh
+
+# Starts local servers that are installed but stopped; never installs and never fails, since the
+# tests can also use TEST_DATABASE_URL/TEST_REDIS_URL or testcontainers (Docker or Podman).
+local-services:
+	@.ci/services.sh --optional
+
+test: local-services ## Run every package's tests with the race detector (TIMEOUT, TESTFLAGS)
+	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(TESTFLAGS) ./...
+
+test-containers: ## Run the integration suite on servers started by testcontainers (needs Docker or Podman)
+	JOBPIPE_TEST_SERVERS=containers $(GO) test -race -count=1 -timeout $(TIMEOUT) $(TESTFLAGS) ./integration_test/...
+
+lint: ## gofmt (lists unformatted files), go vet and staticcheck
+	@unformatted=$$(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -print0 | xargs -0 gofmt -l); \
+	if [[ -n $$unformatted ]]; then echo "gofmt: these files need gofmt -w:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+build: ## Build the jobpipe command into bin/jobpipe
+	$(GO) build -o bin/jobpipe ./cmd/jobpipe
+
+demo: services ## Run the demo (jobpipe demo) against the local servers
+	$(GO) run ./cmd/jobpipe demo
+
+bench: local-services ## Run the benchmarks (no tests) with allocation counts
+	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TIMEOUT) $(TESTFLAGS) ./...

@@ -1,0 +1,46 @@
+// Command jobpipe manages the PostgreSQL side of jobpipe, the background-job library.
+//
+// Usage:
+//
+//	jobpipe <command> [arguments]
+//
+// Commands:
+//
+//	migrate up|down|status|version [--database-url URL] [--dir DIR]
+//	    Applies, rolls back (one step) and reports jobpipe's own migrations, recorded in
+//	    jobpipe_db_version, and with --dir the application's goose SQL migrations in DIR,
+//	    recorded in goose_db_version. Up applies jobpipe's first; down rolls back DIR's
+//	    latest when --dir is given, else jobpipe's.
+//	migrate create NAME --dir DIR
+//	    Writes an empty goose SQL migration DIR/<UTC timestamp>_NAME.sql.
+//	kind new NAME --field COLUMN:TYPE ... [--unique COLS] [--key COLS] [--dir DIR]
+//	    Writes the migration that creates a job kind's table (printed without --dir).
+//	demo [--database-url URL] [--schema NAME] [--jobs N] [--customers N]
+//	    Runs the demo pipeline in a schema of its own and prints its checked summary.
+//	help [command]
+//	    Prints the list of commands, or one command's full usage.
+//
+// Commands that connect use --database-url, else $DATABASE_URL, else
+// postgres://127.0.0.1:5432/postgres?sslmode=disable; the URL's search_path selects the schema.
+//
+// Exit status: 0 on success, 1 when a command fails, 2 when the command line is wrong.
+// The command is implemented, and tested in-process, by internal/cli.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jobpipe/jobpipe/internal/cli"
+)
+
+func main() {
+	// An interrupted migration must still roll back its transaction and release its lock:
+	// cancelling the context lets the database calls return instead of the process dying mid-way.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
