@@ -143,12 +143,12 @@ func scalarRule(t reflect.Type) (goTypeRule, error) {
 			return goTypeRule{udts: []string{"_int4", "jsonb", "json"}, nilable: true}, nil
 		}
 		return goTypeRule{udts: []string{"jsonb", "json"}, nilable: true}, nil
-	case reflect.Map:
+	case reflect.Map, reflect.Interface:
 		return goTypeRule{udts: []string{"jsonb", "json"}, nilable: true}, nil
 	case reflect.Struct:
 		return goTypeRule{udts: []string{"jsonb", "json"}}, nil
 	}
 	return goTypeRule{}, fmt.Errorf("Go type %s is not supported: use a string, bool, sized integer, float, "+
-		"time.Time, time.Duration, []byte, [16]byte, json.RawMessage, a slice, map or struct (stored as jsonb), "+
+		"time.Time, time.Duration, []byte, [16]byte, json.RawMessage, a slice, map, struct or interface (stored as jsonb), "+
 		"or a pointer to one of these", t)
 }

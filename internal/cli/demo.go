@@ -140,8 +140,8 @@ func demo(ctx context.Context, out io.Writer, db *pgxpool.Pool, cfg demoConfig) 
 	elapsed := time.Since(t0)
 	results := append(resNow, resLater...)
 	dups, laterDups := countDuplicates(results), countDuplicates(resLater)
-	fmt.Fprintf(out, "enqueued %d deliveries in bulk in %v (%.0f/s): %d new, %d duplicates skipped, %d scheduled in 1h\n",
-		len(results), elapsed.Round(time.Millisecond), float64(len(results))/elapsed.Seconds(), len(results)-dups, dups, len(later))
+	fmt.Fprintf(out, "enqueued %d deliveries in bulk in %v (%.0f/s): %d new, %d duplicates skipped, %d new ones scheduled in 1h\n",
+		len(results), elapsed.Round(time.Millisecond), float64(len(results))/elapsed.Seconds(), len(results)-dups, dups, len(later)-laterDups)
 
 	strategies, err := demoStrategies(ctx, out, db, kind)
 	if err != nil {
