@@ -40,9 +40,19 @@ func (s TableSpec) CreateStatements() ([]string, error) {
 			ident(base+"_unique_waiting"), t, identList(s.Unique), condNeverRun))
 	}
 	stmts = append(stmts, fmt.Sprintf(
-		"-- dispatch: the waiting jobs of each key in the kind's order\n"+
+		"-- dispatch: waiting jobs in the kind's order\n"+
 			"CREATE INDEX %s ON %s (%s)\n    WHERE %s",
-		ident(base+"_ready"), t, strings.Join(s.readyIndexColumns(), ", "), condWaiting))
+		ident(base+"_ready"), t, strings.Join(s.orderColumns(), ", "), condWaiting))
+	if len(s.Key) > 0 {
+		stmts = append(stmts, fmt.Sprintf(
+			"-- dispatch: the head of each key, the first waiting job in the kind's order\n"+
+				"CREATE INDEX %s ON %s (%s, %s)\n    WHERE %s",
+			ident(base+"_key_ready"), t, identList(s.Key), strings.Join(s.orderColumns(), ", "), condWaiting))
+	}
+	stmts = append(stmts, fmt.Sprintf(
+		"-- wake-ups: the next scheduled time\n"+
+			"CREATE INDEX %s ON %s (process_after)\n    WHERE process_after IS NOT NULL AND %s",
+		ident(base+"_scheduled"), t, condWaiting))
 	if len(s.Key) > 0 {
 		stmts = append(stmts, fmt.Sprintf(
 			"-- running limits: the database refuses a second claim of one slot of a key\n"+
@@ -57,16 +67,12 @@ func (s TableSpec) CreateStatements() ([]string, error) {
 	return stmts, nil
 }
 
-// readyIndexColumns orders a key's waiting jobs the way dispatch reads them.
-func (s TableSpec) readyIndexColumns() []string {
-	var cols []string
-	for _, k := range s.Key {
-		cols = append(cols, ident(k))
-	}
+// orderColumns are the index columns of the kind's order.
+func (s TableSpec) orderColumns() []string {
 	if s.order() == OrderProcessAfter {
-		cols = append(cols, "(COALESCE(process_after, created_at))")
+		return []string{"(COALESCE(process_after, created_at))", "id"}
 	}
-	return append(cols, "id")
+	return []string{"id"}
 }
 
 func (s TableSpec) registryUpsert() string {

@@ -62,9 +62,17 @@ func ExampleTableSpec_CreateSQL() {
 	// CREATE UNIQUE INDEX "blog_post_sync_unique_waiting" ON "blog_post_sync" ("blog_id", "post_id") NULLS NOT DISTINCT
 	//     WHERE started_at IS NULL AND processed_at IS NULL AND failed_at IS NULL;
 	//
-	// -- dispatch: the waiting jobs of each key in the kind's order
-	// CREATE INDEX "blog_post_sync_ready" ON "blog_post_sync" ("blog_id", id)
+	// -- dispatch: waiting jobs in the kind's order
+	// CREATE INDEX "blog_post_sync_ready" ON "blog_post_sync" (id)
 	//     WHERE lease_expires_at IS NULL AND processed_at IS NULL AND failed_at IS NULL;
+	//
+	// -- dispatch: the head of each key, the first waiting job in the kind's order
+	// CREATE INDEX "blog_post_sync_key_ready" ON "blog_post_sync" ("blog_id", id)
+	//     WHERE lease_expires_at IS NULL AND processed_at IS NULL AND failed_at IS NULL;
+	//
+	// -- wake-ups: the next scheduled time
+	// CREATE INDEX "blog_post_sync_scheduled" ON "blog_post_sync" (process_after)
+	//     WHERE process_after IS NOT NULL AND lease_expires_at IS NULL AND processed_at IS NULL AND failed_at IS NULL;
 	//
 	// -- running limits: the database refuses a second claim of one slot of a key
 	// CREATE UNIQUE INDEX "blog_post_sync_running_slots" ON "blog_post_sync" ("blog_id", lock_slot) NULLS NOT DISTINCT

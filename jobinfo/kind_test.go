@@ -16,7 +16,8 @@ type delivery struct {
 	Note       *string `jobpipe:"note"`
 	Sent       time.Time
 	Skipped    string `jobpipe:"-"`
-	internal   int
+	//lint:ignore U1000 an unexported field, which Define must skip
+	internal int
 }
 
 func TestDefineReadsTags(t *testing.T) {
@@ -71,12 +72,13 @@ func TestDefineKeyDefaultsToUnique(t *testing.T) {
 func TestDefineListsEveryProblem(t *testing.T) {
 	t.Parallel()
 	type bad struct {
-		A        int64   `jobpipe:"a,uniq"`
-		B        string  `jobpipe:"a"`
-		C        uint64  `jobpipe:"c"`
-		ID       int64   `jobpipe:"id"`
-		D        string  `jobpipe:"D; drop table x"`
-		E        complex `jobpipe:"e"`
+		A  int64   `jobpipe:"a,uniq"`
+		B  string  `jobpipe:"a"`
+		C  uint64  `jobpipe:"c"`
+		ID int64   `jobpipe:"id"`
+		D  string  `jobpipe:"D; drop table x"`
+		E  complex `jobpipe:"e"`
+		//lint:ignore U1000 an unexported field, which Define must skip
 		internal int
 	}
 	_, err := Define[bad]("Bad Kind", MaxAttempts(0))
@@ -87,7 +89,7 @@ func TestDefineListsEveryProblem(t *testing.T) {
 		`kind name "Bad Kind" is not allowed`,
 		`field A has unknown tag option "uniq": the options are unique and key`,
 		`fields A and B both map to column "a"`,
-		`field C: Go type uint64 is not supported`,
+		`field C: the Go type uint64 is not supported`,
 		`field ID maps to "id", a pipeline column jobpipe manages`,
 		`column name "D; drop table x" is not allowed`,
 		`max attempts 0 is not allowed`,

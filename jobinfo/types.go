@@ -148,7 +148,7 @@ func scalarRule(t reflect.Type) (goTypeRule, error) {
 	case reflect.Struct:
 		return goTypeRule{udts: []string{"jsonb", "json"}}, nil
 	}
-	return goTypeRule{}, fmt.Errorf("Go type %s is not supported: use a string, bool, sized integer, float, "+
+	return goTypeRule{}, fmt.Errorf("the Go type %s is not supported: use a string, bool, sized integer, float, "+
 		"time.Time, time.Duration, []byte, [16]byte, json.RawMessage, a slice, map, struct or interface (stored as jsonb), "+
 		"or a pointer to one of these", t)
 }

@@ -12,7 +12,7 @@ import (
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 )
 
-// containerLabel marks every container this package starts, so that a CI script can find any
+// containerLabel marks every container this package starts, so that CI (.ci/run) can find any
 // left behind by a test process that was killed before Main could terminate them.
 const containerLabel = "jobpipe.testenv"
 
