@@ -69,6 +69,8 @@ func (i *Info) columnProblems(cols map[string]dbColumn) []string {
 		case !slices.Contains(f.rule.udts, c.udt):
 			problems = append(problems, fmt.Sprintf("column %q (field %s, Go type %s) has type %s: expected %s",
 				f.Column, f.GoName, f.Type, c.udt, strings.Join(f.rule.udts, " or ")))
+		case c.nullable && slices.Contains(i.Key, f.Column):
+			problems = append(problems, fmt.Sprintf("key column %q is nullable: a concurrency key must be NOT NULL", f.Column))
 		case c.nullable && !f.rule.nilable:
 			problems = append(problems, fmt.Sprintf("column %q is nullable but field %s (%s) cannot hold NULL: make the field a pointer or the column NOT NULL",
 				f.Column, f.GoName, f.Type))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -169,6 +171,11 @@ func Define[T any](name string, opts ...Option) (*Kind[T], error) {
 			errs = append(errs, err)
 		}
 	}
+	for _, f := range fields {
+		if f.rule.nilable && slices.Contains(info.Key, f.Column) {
+			errs = append(errs, fmt.Errorf("jobinfo: key field %s (%s) can be nil: a concurrency key must be NOT NULL; use a non-pointer type, or NoKey if it is only a unique field", f.GoName, f.Type))
+		}
+	}
 	if info.KeyLimit > 0 && len(info.Key) == 0 {
 		errs = append(errs, fmt.Errorf("jobinfo: kind %q has a key limit but no key: tag the key fields with `jobpipe:\"col,key\"`", name))
 	}
@@ -232,6 +239,24 @@ func (k *Kind[T]) TableSpec() TableSpec {
 		spec.Columns = append(spec.Columns, Column{Name: f.Column, Type: udtDDL[f.rule.udts[0]], Nullable: f.rule.nilable})
 	}
 	return spec
+}
+
+// KeyText returns an SQL expression for the concurrency key of the row aliased alias, as text: the
+// column's text for a one-column key, a JSON array of the values for a longer one. Locks, limits and the
+// command line name keys by it. It is "" for kinds without a key.
+func (i *Info) KeyText(alias string) string {
+	a := pgx.Identifier{alias}.Sanitize() + "."
+	switch len(i.Key) {
+	case 0:
+		return ""
+	case 1:
+		return a + pgx.Identifier{i.Key[0]}.Sanitize() + "::text"
+	}
+	cols := make([]string, len(i.Key))
+	for j, k := range i.Key {
+		cols[j] = a + pgx.Identifier{k}.Sanitize()
+	}
+	return "json_build_array(" + strings.Join(cols, ", ") + ")::text"
 }
 
 func tableString(id pgx.Identifier) string {

@@ -95,6 +95,11 @@ func (s TableSpec) Validate() error {
 	}
 	errs = append(errs, checkKeyColumns("unique", s.Unique, seen)...)
 	errs = append(errs, checkKeyColumns("key", s.Key, seen)...)
+	for _, c := range s.Columns {
+		if c.Nullable && slices.Contains(s.Key, c.Name) {
+			errs = append(errs, fmt.Errorf("jobinfo: key column %q is nullable: a concurrency key must be NOT NULL", c.Name))
+		}
+	}
 	return errors.Join(errs...)
 }
 

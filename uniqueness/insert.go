@@ -47,6 +47,10 @@ type Result struct {
 	Err error
 }
 
+// NotifyChannel is the PostgreSQL NOTIFY channel on which jobpipe announces new and finished work; the
+// payload is the kind's name. Every insert notifies it when its transaction commits.
+const NotifyChannel = "jobpipe"
+
 // Inserter inserts the jobs of one kind. Its statements are built once from validated identifiers.
 type Inserter struct {
 	info *jobinfo.Info
@@ -76,11 +80,11 @@ func newInserter(info *jobinfo.Info) *Inserter {
 	n := len(cols)
 	base := fmt.Sprintf("INSERT INTO %s AS j (%s, process_after)\nVALUES (%s, COALESCE($%d::timestamptz, now() + $%d::interval))",
 		info.Table.Sanitize(), strings.Join(quoted, ", "), strings.Join(params, ", "), n+1, n+2)
-	const returning = "\nRETURNING id, xmax <> 0"
+	const returning = "\nRETURNING id, xmax <> 0 AS duplicate"
 	in := &Inserter{info: info, sql: map[Strategy]string{}, copy: append([]string{"id"}, append(cols, "process_after")...)}
 	if len(info.Unique) == 0 {
 		for s := range strategyNames {
-			in.sql[s] = base + returning
+			in.sql[s] = notifying(base+returning, info.Name)
 		}
 		return in
 	}
@@ -103,9 +107,18 @@ func newInserter(info *jobinfo.Info) *Inserter {
 		ReplaceSchedule: "process_after = EXCLUDED.process_after, updated_at = now()",
 	}
 	for s, set := range sets {
-		in.sql[s] = base + conflict + set + returning
+		in.sql[s] = notifying(base+conflict+set+returning, info.Name)
 	}
 	return in
+}
+
+// notifying wraps an insert so that committing it wakes the dispatchers of the kind (see NotifyChannel).
+func notifying(insert, kind string) string {
+	return "WITH ins AS (" + insert + ")\nSELECT ins.id, ins.duplicate FROM ins, " + notifyCall(kind) + " AS n"
+}
+
+func notifyCall(kind string) string {
+	return "pg_notify('" + NotifyChannel + "', '" + strings.ReplaceAll(kind, "'", "''") + "')"
 }
 
 // SQL returns the insert statement used for strategy s, for documentation and tests.

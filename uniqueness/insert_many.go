@@ -58,6 +58,9 @@ func (in *Inserter) copyRows(ctx context.Context, db jobinfo.DB, rows []Row) ([]
 	if _, err := db.CopyFrom(ctx, in.info.Table, in.copy, pgx.CopyFromRows(src)); err != nil {
 		return nil, in.wrap(err)
 	}
+	if _, err := db.Exec(ctx, "SELECT "+notifyCall(in.info.Name)); err != nil {
+		return nil, in.wrap(err)
+	}
 	return results, nil
 }
 

@@ -1,0 +1,121 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jobpipe/jobpipe/jobinfo"
+)
+
+// finishReq is one job's outcome on its way to the database.
+type finishReq struct {
+	id, token int64
+	out       outcome
+	errText   string
+	delay     time.Duration
+	held      chan bool // receives whether the fence held (the row was this attempt's)
+}
+
+// maxFinishBatch bounds one finish statement.
+const maxFinishBatch = 500
+
+// finisher writes outcomes in batches: while one statement runs, the next batch gathers, so a busy
+// kind commits many jobs at once and an idle one commits each at once.
+type finisher struct {
+	k    *kindRunner
+	reqs chan finishReq
+	done chan struct{}
+}
+
+func newFinisher(k *kindRunner) *finisher {
+	return &finisher{k: k, reqs: make(chan finishReq, maxFinishBatch), done: make(chan struct{})}
+}
+
+func (f *finisher) run() {
+	defer close(f.done)
+	batch := make([]finishReq, 0, maxFinishBatch)
+	for req := range f.reqs {
+		batch = append(batch[:0], req)
+	gather:
+		for len(batch) < maxFinishBatch {
+			select {
+			case r, ok := <-f.reqs:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, r)
+			default:
+				break gather
+			}
+		}
+		f.flush(batch)
+	}
+}
+
+// flush writes a batch, retrying while the database is unreachable for up to a lease: past that the
+// rows' leases have expired and the rescuer owns them.
+func (f *finisher) flush(batch []finishReq) {
+	k := f.k
+	deadline := time.Now().Add(k.d.cfg.LeaseTTL)
+	wait := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), k.d.cfg.LeaseTTL)
+		held, err := k.runFinish(ctx, k.d.cfg.DB, batch)
+		cancel()
+		if err == nil {
+			for _, r := range batch {
+				r.held <- held[r.id]
+			}
+			return
+		}
+		if time.Now().Add(wait).After(deadline) {
+			k.d.logger.Error("dispatcher: recording outcomes failed; the rescuer will retry these jobs", "kind", k.info.Name, "jobs", len(batch), "err", err)
+			for _, r := range batch {
+				r.held <- false
+			}
+			return
+		}
+		k.d.logger.Warn("dispatcher: recording outcomes failed; retrying", "kind", k.info.Name, "err", err)
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// runFinish executes the finish statement on db and returns the ids whose fence held.
+func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finishReq) (map[int64]bool, error) {
+	n := len(batch)
+	ids, tokens, outs := make([]int64, n), make([]int64, n), make([]int16, n)
+	errs, delays := make([]string, n), make([]float64, n)
+	for i, r := range batch {
+		ids[i], tokens[i], outs[i], errs[i], delays[i] = r.id, r.token, int16(r.out), r.errText, r.delay.Seconds()
+	}
+	rows, err := db.Query(ctx, k.sql.finish, ids, tokens, outs, errs, delays)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)
+	}
+	defer rows.Close()
+	held := make(map[int64]bool, n)
+	for rows.Next() {
+		var id int64
+		var notified bool
+		if err := rows.Scan(&id, &notified); err != nil {
+			return nil, err
+		}
+		held[id] = true
+	}
+	return held, rows.Err()
+}
+
+// finishOne records c's outcome and waits until it is written.
+func (k *kindRunner) finishOne(c *claimed, out outcome, errText string, delay time.Duration) {
+	req := finishReq{id: c.id, token: c.token, out: out, errText: errText, delay: delay, held: make(chan bool, 1)}
+	k.fin.reqs <- req
+	if held := <-req.held; !held {
+		k.d.stats.staleFinishes.Add(1)
+		k.d.logger.Info("dispatcher: the job's row had moved on; its outcome was not recorded",
+			"kind", k.info.Name, "id", c.id, "outcome", out.String())
+		return
+	}
+	k.d.stats.count(out)
+}

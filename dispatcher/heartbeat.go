@@ -1,0 +1,122 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobpipe/jobpipe/execlock"
+)
+
+// running is the lease of one running job: its row's lease (fenced by the token) and, for keyed kinds,
+// its execution lock. Heartbeats renew both; any failure, or the local deadline passing first, cancels
+// the job's context with a cause wrapping ErrLeaseLost.
+type running struct {
+	k      *kindRunner
+	id     int64
+	token  int64
+	lock   *execlock.Lock // nil for kinds without a key
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex // serialises heartbeats: explicit ones and the automatic loop
+	lost     error
+	watchdog *time.Timer
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func newRunning(k *kindRunner, c *claimed, lock *execlock.Lock, cancel context.CancelCauseFunc) *running {
+	r := &running{k: k, id: c.id, token: c.token, lock: lock, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
+	r.watchdog = time.AfterFunc(r.until(c.claimedAt), r.expired)
+	return r
+}
+
+// until is how long the lease holds from a renewal sent at sent, by the local clock: the row's lease
+// was set from the database's clock after sent, and the lock's validity is what redsync computed.
+func (r *running) until(sent time.Time) time.Duration {
+	deadline := sent.Add(r.k.d.cfg.LeaseTTL)
+	if r.lock != nil && r.lock.Until().Before(deadline) {
+		deadline = r.lock.Until()
+	}
+	return time.Until(deadline)
+}
+
+func (r *running) expired() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loseLocked(errors.New("the lease ran out before a heartbeat renewed it"))
+}
+
+func (r *running) loseLocked(cause error) {
+	if r.lost != nil {
+		return
+	}
+	r.lost = fmt.Errorf("%w: %w", ErrLeaseLost, cause)
+	r.k.d.stats.leasesLost.Add(1)
+	r.cancel(r.lost)
+}
+
+// heartbeat renews the row's lease and the execution lock.
+func (r *running) heartbeat(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lost != nil {
+		return r.lost
+	}
+	sent := time.Now()
+	var id int64
+	err := r.k.d.cfg.DB.QueryRow(ctx, r.k.sql.extend, r.id, r.token, r.k.leaseSeconds()).Scan(&id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		r.loseLocked(errors.New("the row's token changed: the job was taken back"))
+		return r.lost
+	case err != nil:
+		// The database did not answer: the lease may still hold, and the watchdog decides.
+		return fmt.Errorf("dispatcher: renewing the lease of %s job %d: %w", r.k.info.Name, r.id, err)
+	}
+	if r.lock != nil {
+		if err := r.lock.Extend(ctx); err != nil {
+			r.loseLocked(err)
+			return r.lost
+		}
+	}
+	r.watchdog.Reset(r.until(sent))
+	return nil
+}
+
+// beat runs the automatic heartbeats until stopped.
+func (r *running) beat() {
+	defer close(r.done)
+	t := time.NewTicker(r.k.d.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), r.k.d.cfg.HeartbeatInterval)
+			err := r.heartbeat(ctx)
+			cancel()
+			if errors.Is(err, ErrLeaseLost) {
+				return
+			}
+			if err != nil {
+				r.k.d.logger.Warn("dispatcher: heartbeat failed", "kind", r.k.info.Name, "id", r.id, "err", err)
+			}
+		}
+	}
+}
+
+// finish stops the heartbeats and reports whether the lease was lost.
+func (r *running) finish() error {
+	close(r.stop)
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.watchdog.Stop()
+	return r.lost
+}

@@ -1,0 +1,53 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobpipe/jobpipe/uniqueness"
+)
+
+// listen receives the notifications of new and finished work (uniqueness.NotifyChannel, payload: the
+// kind) on a connection of its own, and wakes the kind's producer. After a reconnect it wakes every
+// kind, since notifications sent meanwhile were lost.
+func (d *Dispatcher) listen(ctx context.Context) {
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := d.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		d.logger.Warn("dispatcher: LISTEN connection lost; polling until it is back", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+func (d *Dispatcher) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, d.cfg.DB.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{uniqueness.NotifyChannel}.Sanitize()); err != nil {
+		return err
+	}
+	for _, k := range d.kinds {
+		k.signal()
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if k := d.kinds[n.Payload]; k != nil {
+			k.signal()
+		}
+	}
+}

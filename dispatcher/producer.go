@@ -1,0 +1,72 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// produce is a kind's claiming loop: whenever it is woken (a job was enqueued or finished, a scheduled
+// job fell due, the poll ticked) and this dispatcher has free slots for the kind, it claims due jobs
+// and starts them.
+func (k *kindRunner) produce(ctx context.Context) {
+	poll := time.NewTicker(k.d.cfg.PollInterval)
+	defer poll.Stop()
+	due := time.NewTimer(time.Hour)
+	defer due.Stop()
+	for {
+		free := cap(k.sem) - len(k.sem)
+		if free > 0 {
+			want := min(free, k.d.cfg.ClaimBatch)
+			got, err := k.claimAndStart(ctx, want)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				k.d.logger.Warn("dispatcher: claim failed; retrying at the next poll", "kind", k.info.Name, "err", err)
+			} else if got == want {
+				continue // there may be more: look again at once
+			} else {
+				k.armDueTimer(ctx, due)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-k.wake:
+		case <-poll.C:
+		case <-due.C:
+		}
+	}
+}
+
+func (k *kindRunner) claimAndStart(ctx context.Context, n int) (int, error) {
+	claims, err := k.claim(ctx, n)
+	for _, c := range claims {
+		k.sem <- struct{}{}
+		k.d.workers.Add(1)
+		go k.work(c)
+	}
+	k.d.stats.claimed.Add(int64(len(claims)))
+	return len(claims), err
+}
+
+// armDueTimer sets the timer to the next scheduled job's time, so it starts on time without polling.
+func (k *kindRunner) armDueTimer(ctx context.Context, timer *time.Timer) {
+	var next *time.Time
+	var now time.Time
+	err := k.d.cfg.DB.QueryRow(ctx, "SELECT ("+k.sql.nextDue+"), now()").Scan(&next, &now)
+	if err != nil {
+		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
+			k.d.logger.Warn("dispatcher: reading the next scheduled time failed", "kind", k.info.Name, "err", err)
+		}
+		return
+	}
+	if next == nil {
+		return
+	}
+	// The wait is measured on the database's clock, which decides when a job is due.
+	timer.Reset(next.Sub(now) + time.Millisecond)
+}

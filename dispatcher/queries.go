@@ -1,0 +1,156 @@
+package dispatcher
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobpipe/jobpipe/jobinfo"
+	"github.com/jobpipe/jobpipe/uniqueness"
+)
+
+// Conditions on a kind's rows, aliased t. They match the partial indexes jobinfo creates.
+const (
+	waitingCond = "t.lease_expires_at IS NULL AND t.processed_at IS NULL AND t.failed_at IS NULL"
+	runningCond = "t.lease_expires_at IS NOT NULL"
+)
+
+// kindSQL holds a kind's statements, built once at registration from sanitised identifiers.
+type kindSQL struct {
+	// claimPlain claims up to $1 due jobs of a kind without a key. $2 lease seconds, $3 owner.
+	claimPlain string
+	// selectHeads locks up to $1 due heads of keys below their limit $2, in the kind's order.
+	selectHeads string
+	// claimIDs claims the rows $1 with slots $2. $3 lease seconds, $4 owner.
+	claimIDs string
+	// finish records outcomes: $1 ids, $2 tokens, $3 outcomes, $4 errors, $5 delays in seconds.
+	finish string
+	// extend renews the lease of $1 (token $2) by $3 seconds; returns a row when the fence held.
+	extend string
+	// nextDue is the earliest future process_after of a waiting job.
+	nextDue string
+	// rescue takes back up to 1000 expired leases; $1 max attempts, $2 retry delays by attempt.
+	rescue string
+}
+
+// returning lists what a claim reads back, in the order scanClaimed expects: the pipeline columns,
+// then the key text, then the data columns.
+func returning(info *jobinfo.Info) string {
+	key := "''"
+	if len(info.Key) > 0 {
+		key = info.KeyText("t")
+	}
+	cols := []string{"t.id", "t.attempts_made", "t.lock_token", "t.created_at", "t.process_after", "coalesce(t.lock_slot, -1)", key}
+	for _, c := range info.Columns() {
+		cols = append(cols, "t."+pgx.Identifier{c}.Sanitize())
+	}
+	return strings.Join(cols, ", ")
+}
+
+// pipelineColumns is how many columns returning puts before the data columns.
+const pipelineColumns = 7
+
+func buildSQL(info *jobinfo.Info) kindSQL {
+	table := info.Table.Sanitize()
+	order, due := "t.id", "(t.process_after IS NULL OR t.process_after <= now())"
+	if info.Order == jobinfo.OrderProcessAfter {
+		order, due = "COALESCE(t.process_after, t.created_at), t.id", "COALESCE(t.process_after, t.created_at) <= now()"
+	}
+	claimSet := `attempts_made = t.attempts_made + 1, started_at = now(), lease_expires_at = now() + make_interval(secs => %s),
+		lease_owner = %s, lock_token = t.lock_token + 1, updated_at = now()`
+	q := kindSQL{
+		claimPlain: fmt.Sprintf(`WITH next AS (
+	SELECT t.id FROM %[1]s t WHERE %[2]s AND %[3]s ORDER BY %[4]s LIMIT $1 FOR UPDATE SKIP LOCKED)
+UPDATE %[1]s t SET %[5]s
+FROM next WHERE t.id = next.id
+RETURNING %[6]s`, table, waitingCond, due, order, fmt.Sprintf(claimSet, "$2", "$3"), returning(info)),
+		claimIDs: fmt.Sprintf(`UPDATE %[1]s t SET %[2]s, lock_slot = u.slot
+FROM unnest($1::bigint[], $2::int[]) AS u(id, slot)
+WHERE t.id = u.id AND %[3]s
+RETURNING %[4]s`, table, fmt.Sprintf(claimSet, "$3", "$4"), waitingCond, returning(info)),
+		extend: fmt.Sprintf(`UPDATE %s t SET lease_expires_at = now() + make_interval(secs => $3)
+WHERE t.id = $1 AND t.lock_token = $2 AND %s RETURNING t.id`, table, runningCond),
+		nextDue: fmt.Sprintf(`SELECT min(t.process_after) FROM %s t WHERE t.process_after > now() AND %s`, table, waitingCond),
+		finish:  finishSQL(info, table),
+		rescue: fmt.Sprintf(`WITH expired AS (
+	SELECT t.id FROM %[1]s t WHERE t.lease_expires_at < now() AND t.processed_at IS NULL AND t.failed_at IS NULL
+	ORDER BY t.lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED)
+UPDATE %[1]s t SET lease_expires_at = NULL, lease_owner = NULL, lock_slot = NULL, lock_token = t.lock_token + 1,
+	updated_at = now(),
+	last_error = 'lease expired: ' || coalesce(t.lease_owner, 'a dispatcher') || ' stopped renewing it (worker died or stalled)',
+	failed_at = CASE WHEN t.attempts_made >= $1 THEN now() END,
+	process_after = CASE WHEN t.attempts_made >= $1 THEN t.process_after
+		ELSE now() + make_interval(secs => ($2::float8[])[least(t.attempts_made, $1)]) END
+FROM expired WHERE t.id = expired.id
+RETURNING t.id, t.failed_at IS NOT NULL`, table),
+	}
+	if len(info.Key) > 0 {
+		q.selectHeads = selectHeadsSQL(info, table, order, due)
+	}
+	return q
+}
+
+// selectHeadsSQL finds, in the kind's order, due jobs that are the first waiting job of their key
+// (nothing earlier of the key waits, even if not yet due: order within a key is strict) and whose key
+// runs fewer than its limit. It locks them (SKIP LOCKED), so concurrent dispatchers take different
+// heads, and the next job of a key being claimed is not a head until the claim commits.
+func selectHeadsSQL(info *jobinfo.Info, table, order, due string) string {
+	var sameKey []string
+	for _, k := range info.Key {
+		c := pgx.Identifier{k}.Sanitize()
+		sameKey = append(sameKey, fmt.Sprintf("e.%s = t.%s", c, c))
+	}
+	same := strings.Join(sameKey, " AND ")
+	earlier := "e.id < t.id"
+	if info.Order == jobinfo.OrderProcessAfter {
+		earlier = "(COALESCE(e.process_after, e.created_at), e.id) < (COALESCE(t.process_after, t.created_at), t.id)"
+	}
+	eWaiting := strings.ReplaceAll(waitingCond, "t.", "e.")
+	eRunning := strings.ReplaceAll(runningCond, "t.", "e.")
+	return fmt.Sprintf(`SELECT t.id, %[1]s FROM %[2]s t
+WHERE %[3]s AND %[4]s
+	AND NOT EXISTS (SELECT 1 FROM %[2]s e WHERE %[5]s AND %[6]s AND %[7]s)
+	AND (SELECT count(*) FROM %[2]s e WHERE %[5]s AND %[8]s) < $2
+ORDER BY %[9]s LIMIT $1
+FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, waitingCond, due, same, eWaiting, earlier, eRunning, order)
+}
+
+// finishSQL records a batch of outcomes, fenced by each row's token, and enqueues the next runs asked
+// for by RunAgain in the same statement. Rows whose token no longer matches (the lease was lost and
+// the job taken back) are left alone and not returned.
+func finishSQL(info *jobinfo.Info, table string) string {
+	cols := info.Columns()
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = pgx.Identifier{c}.Sanitize()
+	}
+	onConflict := ""
+	if len(info.Unique) > 0 {
+		uniq := make([]string, len(info.Unique))
+		for i, c := range info.Unique {
+			uniq[i] = pgx.Identifier{c}.Sanitize()
+		}
+		onConflict = fmt.Sprintf("\n	ON CONFLICT (%s) WHERE %s DO NOTHING", strings.Join(uniq, ", "), jobinfo.UniqueWaitingCondition)
+	}
+	return fmt.Sprintf(`WITH u AS (
+	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int2[], $4::text[], $5::float8[]) AS u(id, token, outcome, err, delay)),
+done AS (
+	UPDATE %[1]s t SET lease_expires_at = NULL, lease_owner = NULL, lock_slot = NULL, updated_at = now(),
+		processed_at = CASE WHEN u.outcome IN (%[2]d, %[3]d) THEN now() END,
+		failed_at = CASE WHEN u.outcome = %[4]d THEN now() END,
+		last_error = CASE WHEN u.outcome IN (%[5]d, %[4]d) THEN u.err ELSE t.last_error END,
+		process_after = CASE WHEN u.outcome IN (%[5]d, %[6]d, %[7]d) THEN now() + make_interval(secs => u.delay) ELSE t.process_after END,
+		attempts_made = CASE WHEN u.outcome IN (%[6]d, %[7]d) THEN t.attempts_made - 1 ELSE t.attempts_made END
+	FROM u WHERE t.id = u.id AND t.lock_token = u.token AND %[8]s
+	RETURNING t.id, u.outcome, u.delay),
+again AS (
+	INSERT INTO %[1]s (%[9]s, process_after)
+	SELECT %[10]s, now() + make_interval(secs => d.delay) FROM %[1]s s JOIN done d ON s.id = d.id WHERE d.outcome = %[3]d%[11]s)
+SELECT id, (SELECT pg_notify(%[12]s, %[13]s)) IS NULL FROM done`,
+		table, outProcessed, outRunAgain, outFailed, outRetry, outSnooze, outRelease, runningCond,
+		strings.Join(quoted, ", "), "s."+strings.Join(quoted, ", s."), onConflict,
+		quote(uniqueness.NotifyChannel), quote(info.Name))
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

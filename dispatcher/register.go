@@ -1,0 +1,97 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/jobpipe/jobpipe/jobinfo"
+)
+
+// kindRunner is the non-generic machinery of one registered kind; Register's closures bridge to T.
+type kindRunner struct {
+	d           *Dispatcher
+	info        *jobinfo.Info
+	sql         kindSQL
+	concurrency int
+	keyLimit    int // 0 for kinds without a key
+	// decode reads a row's data columns into a *T.
+	decode func(m *pgtype.Map, fds []pgconn.FieldDescription, raw [][]byte) (any, error)
+	// handle runs the handler; tx is nil unless the kind was registered with RegisterTx.
+	handle func(ctx context.Context, tx pgx.Tx, c *claimed, r *running) error
+	txMode bool
+
+	wake chan struct{} // buffered 1: "look for work"
+	sem  chan struct{} // one token per running job
+	fin  *finisher
+}
+
+// Register adds a kind and its handler. Call it before Start; each kind once.
+func Register[T any](d *Dispatcher, kind *jobinfo.Kind[T], h Handler[T]) error {
+	if h == nil {
+		return errors.New("dispatcher: Register: handler is nil")
+	}
+	return register(d, kind, false, func(ctx context.Context, _ pgx.Tx, job *Job[T]) error { return h(ctx, job) })
+}
+
+// RegisterTx adds a kind whose handler works inside a transaction that also marks the job processed
+// (see TxHandler). Call it before Start; each kind once.
+func RegisterTx[T any](d *Dispatcher, kind *jobinfo.Kind[T], h TxHandler[T]) error {
+	if h == nil {
+		return errors.New("dispatcher: RegisterTx: handler is nil")
+	}
+	return register(d, kind, true, h)
+}
+
+func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHandler[T]) error {
+	if kind == nil {
+		return errors.New("dispatcher: Register: kind is nil")
+	}
+	info := kind.Info()
+	k := &kindRunner{
+		d: d, info: info, sql: buildSQL(info), concurrency: d.cfg.Concurrency, keyLimit: info.KeyLimit, txMode: txMode,
+		wake: make(chan struct{}, 1),
+		decode: func(m *pgtype.Map, fds []pgconn.FieldDescription, raw [][]byte) (any, error) {
+			job := new(T)
+			for i, target := range kind.ScanTargets(job) {
+				if err := m.Scan(fds[i].DataTypeOID, fds[i].Format, raw[i], target); err != nil {
+					return nil, fmt.Errorf("column %q: %w", info.Fields[i].Column, err)
+				}
+			}
+			return job, nil
+		},
+		handle: func(ctx context.Context, tx pgx.Tx, c *claimed, r *running) error {
+			job := &Job[T]{ID: c.id, Kind: info.Name, Data: *c.data.(*T), Attempt: c.attempt, MaxAttempts: info.MaxAttempts,
+				Token: c.token, Key: c.key, Slot: c.slot, CreatedAt: c.createdAt, ProcessAfter: c.processAfter, run: r}
+			return h(ctx, tx, job)
+		},
+	}
+	if info.Concurrency > 0 {
+		k.concurrency = info.Concurrency
+	}
+	k.sem = make(chan struct{}, k.concurrency)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.state != stateNew:
+		return fmt.Errorf("dispatcher: Register %q: the dispatcher has started; register every kind before Start", info.Name)
+	case d.kinds[info.Name] != nil:
+		return fmt.Errorf("dispatcher: Register %q: the kind is registered already", info.Name)
+	case k.keyLimit > 0 && d.locker == nil:
+		return fmt.Errorf("dispatcher: Register %q: the kind has a concurrency key, which needs Redis lock nodes: set Config.Redis", info.Name)
+	}
+	d.kinds[info.Name] = k
+	return nil
+}
+
+// signal wakes the kind's producer without blocking.
+func (k *kindRunner) signal() {
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,36 @@
+package dispatcher
+
+import "sync/atomic"
+
+// Stats counts what a dispatcher has done since it was created.
+type Stats struct {
+	// Claimed is how many jobs it claimed.
+	Claimed int64
+	// Processed, Retried, Failed, Snoozed, RunAgain and Released count recorded outcomes.
+	Processed, Retried, Failed, Snoozed, RunAgain, Released int64
+	// StaleFinishes counts outcomes not recorded because the row had moved on (its token changed).
+	StaleFinishes int64
+	// LeasesLost counts jobs whose lease or execution lock was lost while they ran.
+	LeasesLost int64
+	// ClaimsRefused counts claims the database refused although Redis granted the slot.
+	ClaimsRefused int64
+	// Rescued counts jobs this node's rescuer took back after their lease expired.
+	Rescued int64
+}
+
+type stats struct {
+	claimed, staleFinishes, leasesLost, claimsRefused, rescued atomic.Int64
+	outcomes                                                   [6]atomic.Int64
+}
+
+func (s *stats) count(o outcome) { s.outcomes[o].Add(1) }
+
+func (s *stats) snapshot() Stats {
+	o := func(x outcome) int64 { return s.outcomes[x].Load() }
+	return Stats{
+		Claimed: s.claimed.Load(), Processed: o(outProcessed), Retried: o(outRetry), Failed: o(outFailed),
+		Snoozed: o(outSnooze), RunAgain: o(outRunAgain), Released: o(outRelease),
+		StaleFinishes: s.staleFinishes.Load(), LeasesLost: s.leasesLost.Load(),
+		ClaimsRefused: s.claimsRefused.Load(), Rescued: s.rescued.Load(),
+	}
+}

@@ -1,0 +1,121 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobpipe/jobpipe/execlock"
+)
+
+// work runs one claimed job to its recorded outcome. It owns the job's slot in k.sem.
+func (k *kindRunner) work(c *claimed) {
+	defer func() {
+		<-k.sem
+		k.d.workers.Done()
+		k.signal() // a slot of this dispatcher is free
+	}()
+	if c.decodeErr != nil {
+		k.releaseQueueLock(c)
+		k.finishOne(c, outFailed, fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr), 0)
+		return
+	}
+	var lock *execlock.Lock
+	if k.keyLimit > 0 {
+		var err error
+		lock, err = k.d.locker.TryExec(k.d.jobsCtx, k.info.Name, c.key, c.slot)
+		k.releaseQueueLock(c)
+		if err != nil {
+			k.d.logger.Info("dispatcher: no execution lock; the job goes back to wait", "kind", k.info.Name, "id", c.id, "err", err)
+			k.finishOne(c, outRelease, "", 0)
+			return
+		}
+		defer func() { _ = lock.Release(context.Background()) }()
+	}
+	ctx, cancel := context.WithCancelCause(k.d.jobsCtx)
+	defer cancel(nil)
+	r := newRunning(k, c, lock, cancel)
+	go r.beat()
+	err := k.call(ctx, c, r)
+	lost := r.finish()
+	out, errText, delay := k.decide(c, err, lost, context.Cause(ctx))
+	if out == outProcessed && k.txMode {
+		return // recorded in the handler's transaction
+	}
+	k.finishOne(c, out, errText, delay)
+}
+
+func (k *kindRunner) releaseQueueLock(c *claimed) {
+	if c.queueLock != nil {
+		_ = c.queueLock.Release(context.Background())
+		c.queueLock = nil
+	}
+}
+
+// call runs the handler, turning a panic into an error. A TxHandler's success commits the job's
+// completion with the handler's writes; errProcessedInTx then reports it.
+func (k *kindRunner) call(ctx context.Context, c *claimed, r *running) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("dispatcher: the handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	if !k.txMode {
+		return k.handle(ctx, nil, c, r)
+	}
+	return pgx.BeginFunc(ctx, k.d.cfg.DB, func(tx pgx.Tx) error {
+		if err := k.handle(ctx, tx, c, r); err != nil {
+			return err
+		}
+		// Completion in the handler's transaction: fenced like any finish, and refused once the
+		// lease is lost, so the handler's writes commit only with a valid claim.
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
+		held, err := k.runFinish(ctx, tx, []finishReq{{id: c.id, token: c.token, out: outProcessed}})
+		if err != nil {
+			return err
+		}
+		if !held[c.id] {
+			return fmt.Errorf("%w: the row's token changed before the transaction committed", ErrLeaseLost)
+		}
+		return nil
+	})
+}
+
+// decide turns the handler's result into the outcome to record.
+func (k *kindRunner) decide(c *claimed, err, lost, cause error) (out outcome, errText string, delay time.Duration) {
+	if lost != nil {
+		// Not done, whatever the handler returned: the job may be running elsewhere already. If the
+		// fence still holds, the row goes back to retry; if not, the finish changes nothing.
+		return k.retry(c, lost)
+	}
+	var snooze *SnoozeError
+	var discard *DiscardError
+	var again *RunAgainError
+	switch {
+	case err == nil:
+		return outProcessed, "", 0
+	case errors.As(err, &snooze):
+		return outSnooze, "", snooze.Delay
+	case errors.As(err, &discard):
+		return outFailed, discard.Error(), 0
+	case errors.As(err, &again):
+		return outRunAgain, "", again.Delay
+	case errors.Is(cause, ErrShutdown):
+		// Interrupted, not failed: back to wait at once. The attempt stays counted (it started).
+		return outRetry, fmt.Sprintf("%v: %v", ErrShutdown, err), 0
+	}
+	return k.retry(c, err)
+}
+
+func (k *kindRunner) retry(c *claimed, err error) (outcome, string, time.Duration) {
+	if c.attempt >= k.info.MaxAttempts {
+		return outFailed, err.Error(), 0
+	}
+	return outRetry, err.Error(), k.info.Backoff.Delay(c.attempt)
+}

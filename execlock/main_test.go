@@ -1,0 +1,9 @@
+package execlock
+
+import (
+	"testing"
+
+	"github.com/jobpipe/jobpipe/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
