@@ -1,6 +1,7 @@
 package migrations_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -17,10 +18,6 @@ import (
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/migrations"
 )
-
-var jobpipeTables = []string{"jobpipe_db_version", "jobpipe_key_limits", "jobpipe_kind_limits", "jobpipe_kinds"}
-
-const initFile = "00001_jobpipe_init.sql"
 
 // setup gives a test its own schema and a *sql.DB on it.
 func setup(t *testing.T) (*testenv.Schema, *sql.DB) {
@@ -108,15 +105,19 @@ func TestDownRollsBackJobpipe(t *testing.T) {
 	if _, err := r.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err = r.Down(ctx)
-	if err != nil {
-		t.Fatalf("Down: %v", err)
+	// Down rolls back jobpipe's latest migration, then the one before it, down to none.
+	ms := jobpipeMigrations(t)
+	for i := len(ms) - 1; i >= 0; i-- {
+		res, err = r.Down(ctx)
+		if err != nil {
+			t.Fatalf("Down: %v", err)
+		}
+		want := jobpipeResults(ms[i : i+1])[0]
+		if res == nil || summary([]migrations.Result{*res})[0] != want {
+			t.Fatalf("Down = %+v, want %+v", res, want)
+		}
+		assertTables(t, s, tablesThrough(ms[:i])...)
 	}
-	want := migrations.Result{Source: migrations.SourceJobpipe, Version: 1, File: initFile}
-	if res == nil || summary([]migrations.Result{*res})[0] != want {
-		t.Fatalf("Down = %+v, want %+v", res, want)
-	}
-	assertTables(t, s, "jobpipe_db_version")
 
 	res, err = r.Down(ctx)
 	if err != nil || res != nil {
@@ -134,7 +135,11 @@ func TestStatusAndVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []migrations.MigrationStatus{{Source: migrations.SourceJobpipe, Version: 1, File: initFile}}
+	ms := jobpipeMigrations(t)
+	var want []migrations.MigrationStatus
+	for _, m := range ms {
+		want = append(want, migrations.MigrationStatus{Source: migrations.SourceJobpipe, Version: m.version, File: m.file})
+	}
 	if !slices.Equal(st, want) {
 		t.Fatalf("Status before up = %+v, want %+v", st, want)
 	}
@@ -142,7 +147,7 @@ func TestStatusAndVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantV := []migrations.SourceVersion{{Source: migrations.SourceJobpipe, Table: migrations.VersionTable, Current: 0, Latest: 1}}
+	wantV := []migrations.SourceVersion{{Source: migrations.SourceJobpipe, Table: migrations.VersionTable, Current: 0, Latest: jobpipeLatest(t).version}}
 	if !slices.Equal(v, wantV) {
 		t.Fatalf("Version before up = %+v, want %+v", v, wantV)
 	}
@@ -155,14 +160,24 @@ func TestStatusAndVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 1 || !st[0].Applied || st[0].AppliedAt.IsZero() || st[0].File != initFile {
-		t.Fatalf("Status after up = %+v, want %s applied", st, initFile)
+	for i := range want {
+		want[i].Applied = true
+	}
+	got := slices.Clone(st)
+	for i := range got {
+		if got[i].AppliedAt.IsZero() {
+			t.Errorf("Status after up: %s applied at the zero time", got[i].File)
+		}
+		got[i].AppliedAt = time.Time{}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Status after up = %+v, want %+v applied", st, want)
 	}
 	v, err = r.Version(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantV[0].Current = 1
+	wantV[0].Current = jobpipeLatest(t).version
 	if !slices.Equal(v, wantV) {
 		t.Fatalf("Version after up = %+v, want %+v", v, wantV)
 	}
@@ -197,11 +212,11 @@ ALTER TABLE emails DROP COLUMN kind;
 	if err != nil {
 		t.Fatalf("Up: %v", err)
 	}
-	want := []migrations.Result{
-		{Source: migrations.SourceJobpipe, Version: 1, File: initFile},
-		{Source: migrations.SourceApp, Version: 20250101000000, File: "20250101000000_create_emails.sql"},
-		{Source: migrations.SourceApp, Version: 20250102000000, File: "20250102000000_email_kind.sql"},
-	}
+	ms := jobpipeMigrations(t)
+	want := append(jobpipeResults(ms),
+		migrations.Result{Source: migrations.SourceApp, Version: 20250101000000, File: "20250101000000_create_emails.sql"},
+		migrations.Result{Source: migrations.SourceApp, Version: 20250102000000, File: "20250102000000_email_kind.sql"},
+	)
 	if got := summary(res); !slices.Equal(got, want) {
 		t.Fatalf("Up = %+v, want %+v", got, want)
 	}
@@ -218,7 +233,11 @@ ALTER TABLE emails DROP COLUMN kind;
 			t.Errorf("%s %s not applied", m.Source, m.File)
 		}
 	}
-	wantSt := []string{"jobpipe " + initFile, "app 20250101000000_create_emails.sql", "app 20250102000000_email_kind.sql"}
+	var wantSt []string
+	for _, m := range ms {
+		wantSt = append(wantSt, "jobpipe "+m.file)
+	}
+	wantSt = append(wantSt, "app 20250101000000_create_emails.sql", "app 20250102000000_email_kind.sql")
 	if !slices.Equal(got, wantSt) {
 		t.Fatalf("Status = %q, want %q", got, wantSt)
 	}
@@ -252,8 +271,10 @@ func TestCreatedMigrationRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Up: %v", err)
 	}
-	if len(res) != 2 || res[1].File != "20250101000000_nothing_yet.sql" {
-		t.Fatalf("Up = %+v, want jobpipe's then the created migration", summary(res))
+	want := append(jobpipeResults(jobpipeMigrations(t)),
+		migrations.Result{Source: migrations.SourceApp, Version: 20250101000000, File: "20250101000000_nothing_yet.sql"})
+	if got := summary(res); !slices.Equal(got, want) {
+		t.Fatalf("Up = %+v, want jobpipe's then the created migration: %+v", got, want)
 	}
 }
 
@@ -263,8 +284,8 @@ func TestEmptyAppDirAppliesJobpipeOnly(t *testing.T) {
 	s, db := setup(t)
 	r := newRunner(t, db, t.TempDir())
 	res, err := r.Up(ctx)
-	if err != nil || len(res) != 1 {
-		t.Fatalf("Up = %+v, %v; want jobpipe's migration", summary(res), err)
+	if want := jobpipeResults(jobpipeMigrations(t)); err != nil || !slices.Equal(summary(res), want) {
+		t.Fatalf("Up = %+v, %v; want jobpipe's migrations %+v", summary(res), err, want)
 	}
 	if res, err := r.Down(ctx); res != nil || err != nil {
 		t.Fatalf("Down = %+v, %v; want nothing to roll back", res, err)
@@ -306,8 +327,13 @@ func TestUnknownJobpipeVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 2 || st[1].Version != 99 || st[1].File != "" || !st[1].Applied {
-		t.Fatalf("Status = %+v, want 00001 and the unknown 99", st)
+	ms := jobpipeMigrations(t)
+	ok := len(st) == len(ms)+1
+	for i, m := range ms {
+		ok = ok && st[i].Source == migrations.SourceJobpipe && st[i].Version == m.version && st[i].File == m.file && st[i].Applied
+	}
+	if !ok || st[len(ms)].Source != migrations.SourceJobpipe || st[len(ms)].Version != 99 || st[len(ms)].File != "" || !st[len(ms)].Applied {
+		t.Fatalf("Status = %+v, want jobpipe's migrations %+v applied and the unknown 99", st, ms)
 	}
 }
 
@@ -384,8 +410,8 @@ DROP TABLE half_done;
 					t.Errorf("error %q does not contain %q", err, part)
 				}
 			}
-			if len(res) != 1 || res[0].File != initFile {
-				t.Errorf("applied before the failure = %+v, want jobpipe's", summary(res))
+			if want := jobpipeResults(jobpipeMigrations(t)); !slices.Equal(summary(res), want) {
+				t.Errorf("applied before the failure = %+v, want jobpipe's: %+v", summary(res), want)
 			}
 			assertTables(t, s, append(append([]string{migrations.AppVersionTable}, jobpipeTables...), tc.wantTables...)...)
 		})
@@ -399,7 +425,7 @@ func TestConcurrentUpAppliesOnce(t *testing.T) {
 
 	const runs = 4
 	var wg sync.WaitGroup
-	applied := make([]int, runs)
+	applied := make([][]migrations.Result, runs)
 	errs := make([]error, runs)
 	for i := range runs {
 		wg.Go(func() {
@@ -409,19 +435,21 @@ func TestConcurrentUpAppliesOnce(t *testing.T) {
 				return
 			}
 			res, err := r.Up(ctx)
-			applied[i], errs[i] = len(res), err
+			applied[i], errs[i] = summary(res), err
 		})
 	}
 	wg.Wait()
-	total := 0
+	var all []migrations.Result
 	for i := range runs {
 		if errs[i] != nil {
 			t.Errorf("run %d: %v", i, errs[i])
 		}
-		total += applied[i]
+		all = append(all, applied[i]...)
 	}
-	if total != 1 {
-		t.Fatalf("migrations applied across %d runs = %d, want 1", runs, total)
+	// Each of jobpipe's migrations is applied by exactly one run.
+	slices.SortStableFunc(all, func(a, b migrations.Result) int { return cmp.Compare(a.Version, b.Version) })
+	if want := jobpipeResults(jobpipeMigrations(t)); !slices.Equal(all, want) {
+		t.Fatalf("migrations applied across %d runs = %+v, want each of jobpipe's once: %+v", runs, all, want)
 	}
 	assertTables(t, s, jobpipeTables...)
 }
