@@ -43,7 +43,7 @@ func setup(t *testing.T) bundle {
 	if err := migrations.Up(ctx, s.Pool); err != nil {
 		t.Fatal(err)
 	}
-	b := bundle{db: s.Pool, reminders: jobinfo.MustDefine[reminder]("reminder"), plain: jobinfo.MustDefine[plainJob]("plain_job")}
+	b := bundle{db: s.Pool, reminders: jobinfo.MustDefine[reminder]("reminder", jobinfo.NoKey()), plain: jobinfo.MustDefine[plainJob]("plain_job")}
 	for _, spec := range []jobinfo.TableSpec{b.reminders.TableSpec(), b.plain.TableSpec()} {
 		ddl, err := spec.CreateSQL()
 		if err != nil {

@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +20,153 @@ import (
 	"github.com/jobpipe/jobpipe/internal/testenv"
 )
 
-var jobpipeTables = []string{"jobpipe_db_version", "jobpipe_key_limits", "jobpipe_kind_limits", "jobpipe_kinds"}
+// jobpipeTables are the tables in a schema with all of jobpipe's migrations applied, its version
+// table included: the one list to extend when a jobpipe migration creates a table.
+// TestJobpipeTablesMatchMigrations checks it against the migration files.
+var jobpipeTables = []string{
+	"jobpipe_db_version",
+	"jobpipe_key_limits",
+	"jobpipe_kind_limits",
+	"jobpipe_kinds",
+	"jobpipe_leaders",
+}
+
+// jobpipeMigrationDir holds jobpipe's migrations: the files the migrations package embeds
+// (//go:embed sql/*.sql), read from the source tree.
+const jobpipeMigrationDir = "../../migrations/sql"
+
+// jobpipeMigration is one of jobpipe's embedded migrations.
+type jobpipeMigration struct {
+	version int64
+	file    string
+	tables  []string // the tables its Up section creates
+}
+
+var (
+	upSection   = regexp.MustCompile(`(?s)-- \+goose Up\n(.*?)(?:-- \+goose Down|\z)`)
+	sqlComment  = regexp.MustCompile(`--[^\n]*`)
+	createTable = regexp.MustCompile(`(?i)\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)`)
+)
+
+// loadJobpipeMigrations reads jobpipe's migrations, ascending by version as goose applies them.
+var loadJobpipeMigrations = sync.OnceValues(func() ([]jobpipeMigration, error) {
+	fsys := os.DirFS(jobpipeMigrationDir)
+	files, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []jobpipeMigration
+	for _, file := range files {
+		prefix, _, ok := strings.Cut(file, "_")
+		version, err := strconv.ParseInt(prefix, 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%s: no goose version before the first _", file)
+		}
+		content, err := fs.ReadFile(fsys, file)
+		if err != nil {
+			return nil, err
+		}
+		up := upSection.FindSubmatch(content)
+		if up == nil {
+			return nil, fmt.Errorf("%s: no -- +goose Up section", file)
+		}
+		m := jobpipeMigration{version: version, file: file}
+		for _, c := range createTable.FindAllSubmatch(sqlComment.ReplaceAll(up[1], nil), -1) {
+			m.tables = append(m.tables, string(c[1]))
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no migrations in %s", jobpipeMigrationDir)
+	}
+	slices.SortFunc(out, func(a, b jobpipeMigration) int { return cmp.Compare(a.version, b.version) })
+	return out, nil
+})
+
+// jobpipeMigrations returns jobpipe's migrations, ascending by version.
+func jobpipeMigrations(t *testing.T) []jobpipeMigration {
+	t.Helper()
+	ms, err := loadJobpipeMigrations()
+	if err != nil {
+		t.Fatalf("listing jobpipe's migrations: %v", err)
+	}
+	return ms
+}
+
+// jobpipeLatest returns the version of jobpipe's latest migration.
+func jobpipeLatest(t *testing.T) int64 {
+	t.Helper()
+	ms := jobpipeMigrations(t)
+	return ms[len(ms)-1].version
+}
+
+// jobpipeApplied is what "migrate up" prints for applying each of jobpipe's migrations, after stable.
+func jobpipeApplied(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, m := range jobpipeMigrations(t) {
+		fmt.Fprintf(&b, "applied jobpipe %s (Nms)\n", m.file)
+	}
+	return b.String()
+}
+
+// appliedCount is the summary line's start for n migrations applied, e.g. "applied 2 migrations".
+func appliedCount(n int) string {
+	if n == 1 {
+		return "applied 1 migration"
+	}
+	return fmt.Sprintf("applied %d migrations", n)
+}
+
+// jobpipeStatusRows are "migrate status" rows for each of jobpipe's migrations, applied at "at"
+// (after stable) or "pending".
+func jobpipeStatusRows(t *testing.T, at string) [][]string {
+	t.Helper()
+	var rows [][]string
+	for _, m := range jobpipeMigrations(t) {
+		rows = append(rows, []string{"jobpipe", strconv.FormatInt(m.version, 10), at, m.file})
+	}
+	return rows
+}
+
+// statusTable is the output of "migrate status" with rows of SOURCE, VERSION, APPLIED AT and FILE:
+// each column but the last as wide as its widest cell plus two spaces.
+func statusTable(rows ...[]string) string {
+	rows = append([][]string{{"SOURCE", "VERSION", "APPLIED AT", "FILE"}}, rows...)
+	var widths [3]int
+	for _, r := range rows {
+		for c := range widths {
+			widths[c] = max(widths[c], len(r[c]))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for c, w := range widths {
+			b.WriteString(r[c] + strings.Repeat(" ", w+2-len(r[c])))
+		}
+		b.WriteString(r[3] + "\n")
+	}
+	return b.String()
+}
+
+// tablesThrough is the tables in a schema where exactly ms of jobpipe's migrations are applied (or
+// were and have been rolled back): the version table and what each of ms creates.
+func tablesThrough(ms []jobpipeMigration) []string {
+	out := []string{"jobpipe_db_version"}
+	for _, m := range ms {
+		out = append(out, m.tables...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The list of jobpipe's tables the tests expect after up is what the migration files create.
+func TestJobpipeTablesMatchMigrations(t *testing.T) {
+	t.Parallel()
+	if got := tablesThrough(jobpipeMigrations(t)); !slices.Equal(got, jobpipeTables) {
+		t.Fatalf("jobpipe's migrations create %q, but jobpipeTables in migrate_test.go lists %q", got, jobpipeTables)
+	}
+}
 
 var (
 	durations  = regexp.MustCompile(`\(\d+ms\)`)
@@ -59,29 +210,32 @@ func TestMigrateJobpipe(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewSchema(t)
 
-	migrate(t, s, 0, ""+
-		"SOURCE   VERSION  APPLIED AT  FILE\n"+
-		"jobpipe  1        pending     00001_jobpipe_init.sql\n", "", "status")
-	migrate(t, s, 0, "jobpipe version 0 (latest 1)\n", "", "version")
+	ms := jobpipeMigrations(t)
+	latest := jobpipeLatest(t)
+
+	migrate(t, s, 0, statusTable(jobpipeStatusRows(t, "pending")...), "", "status")
+	migrate(t, s, 0, fmt.Sprintf("jobpipe version 0 (latest %d)\n", latest), "", "version")
 	migrate(t, s, 0, "nothing to roll back: no jobpipe migrations are applied\n", "", "down")
 	assertTables(t, s) // reading creates nothing
 
-	migrate(t, s, 0, ""+
-		"applied jobpipe 00001_jobpipe_init.sql (Nms)\n"+
-		"applied 1 migration; now jobpipe at version 1\n", "", "up")
+	migrate(t, s, 0, jobpipeApplied(t)+
+		fmt.Sprintf("%s; now jobpipe at version %d\n", appliedCount(len(ms)), latest), "", "up")
 	assertTables(t, s, jobpipeTables...)
-	migrate(t, s, 0, "nothing to apply; jobpipe at version 1\n", "", "up")
+	migrate(t, s, 0, fmt.Sprintf("nothing to apply; jobpipe at version %d\n", latest), "", "up")
 	assertTables(t, s, jobpipeTables...)
 
-	migrate(t, s, 0, ""+
-		"SOURCE   VERSION  APPLIED AT           FILE\n"+
-		"jobpipe  1        YYYY-MM-DD hh:mm:ss  00001_jobpipe_init.sql\n", "", "status")
-	migrate(t, s, 0, "jobpipe version 1 (latest 1)\n", "", "version")
+	migrate(t, s, 0, statusTable(jobpipeStatusRows(t, "YYYY-MM-DD hh:mm:ss")...), "", "status")
+	migrate(t, s, 0, fmt.Sprintf("jobpipe version %d (latest %d)\n", latest, latest), "", "version")
 
-	migrate(t, s, 0, ""+
-		"rolled back jobpipe 00001_jobpipe_init.sql (Nms)\n"+
-		"now jobpipe at version 0\n", "", "down")
-	assertTables(t, s, "jobpipe_db_version")
+	// Down rolls back jobpipe's latest migration, then the one before it, down to none.
+	for i := len(ms) - 1; i >= 0; i-- {
+		var prev int64
+		if i > 0 {
+			prev = ms[i-1].version
+		}
+		migrate(t, s, 0, fmt.Sprintf("rolled back jobpipe %s (Nms)\nnow jobpipe at version %d\n", ms[i].file, prev), "", "down")
+		assertTables(t, s, tablesThrough(ms[:i])...)
+	}
 	migrate(t, s, 0, "nothing to roll back: no jobpipe migrations are applied\n", "", "down")
 }
 
@@ -104,34 +258,31 @@ ALTER TABLE emails ADD COLUMN kind text NOT NULL DEFAULT 'emails' REFERENCES job
 ALTER TABLE emails DROP COLUMN kind;
 `)
 
-	migrate(t, s, 0, ""+
-		"SOURCE   VERSION         APPLIED AT  FILE\n"+
-		"jobpipe  1               pending     00001_jobpipe_init.sql\n"+
-		"app      20250101000000  pending     20250101000000_create_emails.sql\n"+
-		"app      20250102000000  pending     20250102000000_email_kind.sql\n", "", "status", "--dir", dir)
-	migrate(t, s, 0, ""+
-		"applied jobpipe 00001_jobpipe_init.sql (Nms)\n"+
+	ms := jobpipeMigrations(t)
+	latest := jobpipeLatest(t)
+
+	migrate(t, s, 0, statusTable(append(jobpipeStatusRows(t, "pending"),
+		[]string{"app", "20250101000000", "pending", "20250101000000_create_emails.sql"},
+		[]string{"app", "20250102000000", "pending", "20250102000000_email_kind.sql"})...), "", "status", "--dir", dir)
+	migrate(t, s, 0, jobpipeApplied(t)+
 		"applied app 20250101000000_create_emails.sql (Nms)\n"+
 		"applied app 20250102000000_email_kind.sql (Nms)\n"+
-		"applied 3 migrations; now jobpipe at version 1, app at version 20250102000000\n", "", "up", "--dir", dir)
+		fmt.Sprintf("%s; now jobpipe at version %d, app at version 20250102000000\n", appliedCount(len(ms)+2), latest), "", "up", "--dir", dir)
 	assertTables(t, s, append([]string{"emails", "goose_db_version"}, jobpipeTables...)...)
-	migrate(t, s, 0, "nothing to apply; jobpipe at version 1, app at version 20250102000000\n", "", "up", "--dir", dir)
-	migrate(t, s, 0, ""+
-		"SOURCE   VERSION         APPLIED AT           FILE\n"+
-		"jobpipe  1               YYYY-MM-DD hh:mm:ss  00001_jobpipe_init.sql\n"+
-		"app      20250101000000  YYYY-MM-DD hh:mm:ss  20250101000000_create_emails.sql\n"+
-		"app      20250102000000  YYYY-MM-DD hh:mm:ss  20250102000000_email_kind.sql\n", "", "status", "--dir", dir)
-	migrate(t, s, 0, ""+
-		"jobpipe version 1 (latest 1)\n"+
+	migrate(t, s, 0, fmt.Sprintf("nothing to apply; jobpipe at version %d, app at version 20250102000000\n", latest), "", "up", "--dir", dir)
+	migrate(t, s, 0, statusTable(append(jobpipeStatusRows(t, "YYYY-MM-DD hh:mm:ss"),
+		[]string{"app", "20250101000000", "YYYY-MM-DD hh:mm:ss", "20250101000000_create_emails.sql"},
+		[]string{"app", "20250102000000", "YYYY-MM-DD hh:mm:ss", "20250102000000_email_kind.sql"})...), "", "status", "--dir", dir)
+	migrate(t, s, 0, fmt.Sprintf("jobpipe version %d (latest %d)\n", latest, latest)+
 		"app version 20250102000000 (latest 20250102000000)\n", "", "version", "--dir", dir)
 
 	// Down takes the application's migrations one at a time and never jobpipe's.
 	migrate(t, s, 0, ""+
 		"rolled back app 20250102000000_email_kind.sql (Nms)\n"+
-		"now jobpipe at version 1, app at version 20250101000000\n", "", "down", "--dir", dir)
+		fmt.Sprintf("now jobpipe at version %d, app at version 20250101000000\n", latest), "", "down", "--dir", dir)
 	migrate(t, s, 0, ""+
 		"rolled back app 20250101000000_create_emails.sql (Nms)\n"+
-		"now jobpipe at version 1, app at version 0\n", "", "down", "--dir", dir)
+		fmt.Sprintf("now jobpipe at version %d, app at version 0\n", latest), "", "down", "--dir", dir)
 	migrate(t, s, 0, "nothing to roll back: no app migrations are applied\n", "", "down", "--dir", dir)
 	assertTables(t, s, append([]string{"goose_db_version"}, jobpipeTables...)...)
 }
@@ -144,7 +295,7 @@ func TestMigrateFailedMigration(t *testing.T) {
 	writeFile(t, file, "-- +goose Up\nCREATE TABLE half_done (id int);\nCREATE TABLE broken (id no_such_type);\n\n-- +goose Down\nDROP TABLE half_done;\n")
 
 	migrate(t, s, 1,
-		"applied jobpipe 00001_jobpipe_init.sql (Nms)\n",
+		jobpipeApplied(t),
 		"jobpipe: migrations: app migration "+file+` failed (up): ERROR: type "no_such_type" does not exist (SQLSTATE 42704); `+
 			"it ran in a transaction, so none of it was applied: fix the file and run up again\n",
 		"up", "--dir", dir)
@@ -154,7 +305,8 @@ func TestMigrateFailedMigration(t *testing.T) {
 func TestMigrateUnknownVersion(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewSchema(t)
-	migrate(t, s, 0, "applied jobpipe 00001_jobpipe_init.sql (Nms)\napplied 1 migration; now jobpipe at version 1\n", "", "up")
+	migrate(t, s, 0, jobpipeApplied(t)+
+		fmt.Sprintf("%s; now jobpipe at version %d\n", appliedCount(len(jobpipeMigrations(t))), jobpipeLatest(t)), "", "up")
 	if _, err := s.Pool.Exec(context.Background(), `INSERT INTO jobpipe_db_version (version_id, is_applied) VALUES (99, true)`); err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +315,8 @@ func TestMigrateUnknownVersion(t *testing.T) {
 		"the database was migrated by a newer jobpipe: use that release, or check out the code that wrote it\n"
 	migrate(t, s, 1, "", unknown, "up")
 	migrate(t, s, 1, "", unknown, "down")
-	migrate(t, s, 0, ""+
-		"SOURCE   VERSION  APPLIED AT           FILE\n"+
-		"jobpipe  1        YYYY-MM-DD hh:mm:ss  00001_jobpipe_init.sql\n"+
-		"jobpipe  99       YYYY-MM-DD hh:mm:ss  (no file: unknown version)\n", "", "status")
+	migrate(t, s, 0, statusTable(append(jobpipeStatusRows(t, "YYYY-MM-DD hh:mm:ss"),
+		[]string{"jobpipe", "99", "YYYY-MM-DD hh:mm:ss", "(no file: unknown version)"})...), "", "status")
 	assertTables(t, s, jobpipeTables...)
 }
 
@@ -248,7 +398,7 @@ func TestMigrateUsesDatabaseURLFromEnvironment(t *testing.T) {
 	s := testenv.NewSchema(t)
 	args := []string{"migrate", "version"}
 	code, stdout, stderr := runWith(t, map[string]string{"DATABASE_URL": s.URL}, time.Now(), args...)
-	check(t, args, code, stdout, stderr, 0, "jobpipe version 0 (latest 1)\n", "")
+	check(t, args, code, stdout, stderr, 0, fmt.Sprintf("jobpipe version 0 (latest %d)\n", jobpipeLatest(t)), "")
 
 	code, stdout, stderr = runWith(t, map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/x"}, time.Now(), args...)
 	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "jobpipe: PostgreSQL at 127.0.0.1:1 is unreachable (URL from DATABASE_URL): ") {
