@@ -154,3 +154,9 @@ SELECT id, (SELECT pg_notify(%[12]s, %[13]s)) IS NULL FROM done`,
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// HeadsQuery returns the statement a dispatcher runs to choose the jobs of a keyed kind it may start:
+// due jobs that are first of their key and whose key runs fewer than $2 jobs, at most $1, in the
+// kind's order, locked FOR UPDATE SKIP LOCKED (run it in a transaction). It is exported for benchmarks
+// and EXPLAIN; it returns "" for kinds without a key.
+func HeadsQuery(info *jobinfo.Info) string { return buildSQL(info).selectHeads }

@@ -69,13 +69,15 @@ func (b *bundle) present(t *testing.T, key string) int {
 	return n
 }
 
-// mustLock fails t unless err is nil.
-func mustLock(t *testing.T, lk *Lock, err error) *Lock {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("lock: %v", err)
+// mustLock returns a function that fails t unless err is nil: mustLock(t)(l.TryExec(...)).
+func mustLock(t *testing.T) func(*Lock, error) *Lock {
+	return func(lk *Lock, err error) *Lock {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("lock: %v", err)
+		}
+		return lk
 	}
-	return lk
 }
 
 // wantErr fails t unless err wraps every one of targets.

@@ -22,7 +22,7 @@ func TestTryExec(t *testing.T) {
 			l, ctx := b.locker, context.Background()
 
 			before := time.Now()
-			a := mustLock(t, l.TryExec(ctx, "email", "user-1", 0))
+			a := mustLock(t)(l.TryExec(ctx, "email", "user-1", 0))
 			if got, want := a.Key(), "jobpipe:lock:x:email:user-1:0"; got != want {
 				t.Errorf("Key() = %q, want %q", got, want)
 			}
@@ -49,9 +49,9 @@ func TestTryExec(t *testing.T) {
 				t.Errorf("contention reported as unavailability: %v", err)
 			}
 
-			other := mustLock(t, l.TryExec(ctx, "email", "user-1", 1))
-			otherKey := mustLock(t, l.TryExec(ctx, "email", "user-2", 0))
-			otherKind := mustLock(t, l.TryExec(ctx, "sms", "user-1", 0))
+			other := mustLock(t)(l.TryExec(ctx, "email", "user-1", 1))
+			otherKey := mustLock(t)(l.TryExec(ctx, "email", "user-2", 0))
+			otherKind := mustLock(t)(l.TryExec(ctx, "sms", "user-1", 0))
 
 			u1 := a.Until()
 			time.Sleep(20 * time.Millisecond)
@@ -79,7 +79,7 @@ func TestTryExec(t *testing.T) {
 			}
 			wantErr(t, "Extend after Release", a.Extend(ctx), ErrReleased)
 
-			again := mustLock(t, l.TryExec(ctx, "email", "user-1", 0))
+			again := mustLock(t)(l.TryExec(ctx, "email", "user-1", 0))
 			for _, lk := range []*Lock{again, other, otherKey, otherKind} {
 				if err := lk.Release(ctx); err != nil {
 					t.Errorf("Release %s: %v", lk.Key(), err)
@@ -105,7 +105,7 @@ func TestExtendAfterExpiry(t *testing.T) {
 			b := setup(t, n, func(c *Config) { c.ExecTTL = ttl; c.CallTimeout = 100 * time.Millisecond })
 			l, ctx := b.locker, context.Background()
 
-			a := mustLock(t, l.TryExec(ctx, "report", "acct-9", 0))
+			a := mustLock(t)(l.TryExec(ctx, "report", "acct-9", 0))
 			time.Sleep(ttl + 50*time.Millisecond) // past the key's expiry in Redis, not just past Until
 			err := a.Extend(ctx)
 			wantErr(t, "Extend after the TTL", err, ErrLost)
@@ -120,7 +120,7 @@ func TestExtendAfterExpiry(t *testing.T) {
 			}
 			wantErr(t, "Release of the lapsed lock", a.Release(ctx), ErrLost)
 
-			bl := mustLock(t, l.TryExec(ctx, "report", "acct-9", 0))
+			bl := mustLock(t)(l.TryExec(ctx, "report", "acct-9", 0))
 			if err := bl.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -142,11 +142,11 @@ func TestExtendAfterKeyGone(t *testing.T) {
 			b := setup(t, n, nil)
 			l, ctx := b.locker, context.Background()
 
-			a := mustLock(t, l.TryExec(ctx, "report", "acct-9", 2))
+			a := mustLock(t)(l.TryExec(ctx, "report", "acct-9", 2))
 			for _, c := range b.clients {
 				c.Del(ctx, a.Key())
 			}
-			other := mustLock(t, l.TryExec(ctx, "report", "acct-9", 2))
+			other := mustLock(t)(l.TryExec(ctx, "report", "acct-9", 2))
 
 			until := a.Until()
 			err := a.Extend(ctx)
@@ -180,14 +180,14 @@ func TestQueueExecHandoff(t *testing.T) {
 	l, ctx := b.locker, context.Background()
 
 	// Dispatcher: queue lock; worker: execution lock; then the queue lock goes.
-	q := mustLock(t, l.TryQueue(ctx, "invoice", "cust-7", 0))
+	q := mustLock(t)(l.TryQueue(ctx, "invoice", "cust-7", 0))
 	if !strings.Contains(q.Key(), ":q:invoice:cust-7:0") {
 		t.Errorf("queue lock key %q", q.Key())
 	}
 	if ttl := time.Until(q.Until()); ttl > DefaultQueueTTL || ttl < DefaultQueueTTL-time.Second {
 		t.Errorf("queue lock valid for %v, want about QueueTTL %v", ttl, DefaultQueueTTL)
 	}
-	x := mustLock(t, l.TryExec(ctx, "invoice", "cust-7", 0))
+	x := mustLock(t)(l.TryExec(ctx, "invoice", "cust-7", 0))
 	_, err := l.TryQueue(ctx, "invoice", "cust-7", 0)
 	wantErr(t, "TryQueue while queued", err, ErrTaken)
 	if err := q.Release(ctx); err != nil {
@@ -195,7 +195,7 @@ func TestQueueExecHandoff(t *testing.T) {
 	}
 
 	// The next job of the key can be dispatched while the first runs, but cannot run.
-	q2 := mustLock(t, l.TryQueue(ctx, "invoice", "cust-7", 0))
+	q2 := mustLock(t)(l.TryQueue(ctx, "invoice", "cust-7", 0))
 	_, err = l.TryExec(ctx, "invoice", "cust-7", 0)
 	wantErr(t, "TryExec while running", err, ErrTaken)
 
@@ -203,7 +203,7 @@ func TestQueueExecHandoff(t *testing.T) {
 	if err := x.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x2 := mustLock(t, l.TryExec(ctx, "invoice", "cust-7", 0))
+	x2 := mustLock(t)(l.TryExec(ctx, "invoice", "cust-7", 0))
 	for _, lk := range []*Lock{q2, x2} {
 		if err := lk.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -216,7 +216,7 @@ func TestReleaseCancelledContext(t *testing.T) {
 	b := setup(t, 3, nil)
 	l := b.locker
 	ctx, cancel := context.WithCancel(context.Background())
-	lk := mustLock(t, l.TryExec(ctx, "email", "user-5", 0))
+	lk := mustLock(t)(l.TryExec(ctx, "email", "user-5", 0))
 	cancel()
 
 	if err := lk.Release(ctx); err != nil {
