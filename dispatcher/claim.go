@@ -60,25 +60,14 @@ func (k *kindRunner) claimKeyed(ctx context.Context, n int) (claims []*claimed, 
 		}
 		k.releaseUnclaimed(ctx, locks, claims)
 	}()
-	rows, err := tx.Query(ctx, k.sql.selectHeads, n, k.keyLimit)
+	heads, err := k.selectHeads(ctx, tx, n)
 	if err != nil {
-		return nil, fmt.Errorf("dispatcher: selecting %q jobs: %w", k.info.Name, err)
-	}
-	type head struct {
-		id  int64
-		key string
-	}
-	heads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (head, error) {
-		var h head
-		return h, r.Scan(&h.id, &h.key)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dispatcher: selecting %q jobs: %w", k.info.Name, err)
+		return nil, err
 	}
 	var ids []int64
 	var slots []int32
 	for _, h := range heads {
-		lock, lerr := k.d.locker.TryQueueSlot(ctx, k.info.Name, h.key, k.keyLimit)
+		lock, lerr := k.d.locker.TryQueueSlot(ctx, k.info.Name, h.key, k.keyLimit, h.busy...)
 		if lerr != nil {
 			k.d.logger.Debug("dispatcher: no queue lock", "kind", k.info.Name, "key", h.key, "err", lerr)
 			continue
@@ -104,6 +93,50 @@ func (k *kindRunner) claimKeyed(ctx context.Context, n int) (claims []*claimed, 
 		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}
 	return claims, nil
+}
+
+// head is a key's first waiting job, chosen to start, with the slots its key's running jobs hold.
+type head struct {
+	id   int64
+	key  string
+	busy []int
+}
+
+// headWalk is how many waiting jobs the fast head query walks per head wanted (see headsSQL).
+const headWalk = 4
+
+// selectHeads locks up to n heads: the bounded walk first, the key scan when the walk falls short.
+func (k *kindRunner) selectHeads(ctx context.Context, tx pgx.Tx, n int) ([]head, error) {
+	heads, err := k.queryHeads(ctx, tx, k.sql.headsFast, n, k.keyLimit, headWalk*n+100)
+	if err != nil || len(heads) == n {
+		return heads, err
+	}
+	got := make([]int64, len(heads))
+	for i, h := range heads {
+		got[i] = h.id
+	}
+	more, err := k.queryHeads(ctx, tx, k.sql.headsScan, n-len(heads), k.keyLimit, got)
+	return append(heads, more...), err
+}
+
+func (k *kindRunner) queryHeads(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]head, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: selecting %q jobs: %w", k.info.Name, err)
+	}
+	heads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (head, error) {
+		var h head
+		var busy []int32
+		err := r.Scan(&h.id, &h.key, &busy)
+		for _, b := range busy {
+			h.busy = append(h.busy, int(b))
+		}
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: selecting %q jobs: %w", k.info.Name, err)
+	}
+	return heads, nil
 }
 
 // claimIDs claims the rows in one statement. When the database refuses a slot that Redis granted

@@ -43,7 +43,9 @@ func (k *kindRunner) produce(ctx context.Context) {
 }
 
 func (k *kindRunner) claimAndStart(ctx context.Context, n int) (int, error) {
+	start := time.Now()
 	claims, err := k.claim(ctx, n)
+	k.d.logger.Debug("dispatcher: claim pass", "kind", k.info.Name, "wanted", n, "claimed", len(claims), "took", time.Since(start))
 	for _, c := range claims {
 		k.sem <- struct{}{}
 		k.d.workers.Add(1)

@@ -20,8 +20,9 @@ const (
 type kindSQL struct {
 	// claimPlain claims up to $1 due jobs of a kind without a key. $2 lease seconds, $3 owner.
 	claimPlain string
-	// selectHeads locks up to $1 due heads of keys below their limit $2, in the kind's order.
-	selectHeads string
+	// headsFast and headsScan lock up to $1 due heads of keys below their limit $2, in the kind's
+	// order (see headsSQL); $3 bounds headsFast's walk and lists headsScan's ids to leave out.
+	headsFast, headsScan string
 	// claimIDs claims the rows $1 with slots $2. $3 lease seconds, $4 owner.
 	claimIDs string
 	// finish records outcomes: $1 ids, $2 tokens, $3 outcomes, $4 errors, $5 delays in seconds.
@@ -86,34 +87,67 @@ FROM expired WHERE t.id = expired.id
 RETURNING t.id, t.failed_at IS NOT NULL`, table),
 	}
 	if len(info.Key) > 0 {
-		q.selectHeads = selectHeadsSQL(info, table, order, due)
+		q.headsFast, q.headsScan = headsSQL(info, table, order, due)
 	}
 	return q
 }
 
-// selectHeadsSQL finds, in the kind's order, due jobs that are the first waiting job of their key
-// (nothing earlier of the key waits, even if not yet due: order within a key is strict) and whose key
-// runs fewer than its limit. It locks them (SKIP LOCKED), so concurrent dispatchers take different
-// heads, and the next job of a key being claimed is not a head until the claim commits.
-func selectHeadsSQL(info *jobinfo.Info, table, order, due string) string {
-	var sameKey []string
+// Choosing the heads of keys (the first waiting job of each key, when it is due and its key runs fewer
+// than its limit) takes two queries, because neither is fast in every shape of backlog:
+//
+//   - headsFast walks the first $3 waiting jobs in the kind's order and keeps the heads among them. When
+//     it finds $1 heads, they are the first $1 eligible heads overall (any other lies later in the
+//     order), and the pass costs O($3) whatever the backlog. With few keys and deep backlogs it finds
+//     fewer, and cannot tell whether more heads lie further on.
+//   - headsScan visits every key with waiting jobs (a skip scan: one index probe per key), takes each
+//     key's head, and keeps the eligible ones in the kind's order: complete and fair, O(keys).
+//
+// A pass runs headsFast and, when it falls short, headsScan for the rest. Both lock what they return
+// (FOR UPDATE SKIP LOCKED), so concurrent dispatchers take different heads, and a head being claimed
+// elsewhere makes its key's next job no head until that claim commits. Each row comes with the slots
+// its key's running jobs hold, so the slot lock is only tried on free slots.
+func headsSQL(info *jobinfo.Info, table, order, due string) (fast, scan string) {
+	var same, keyCols, keyVals []string
 	for _, k := range info.Key {
 		c := pgx.Identifier{k}.Sanitize()
-		sameKey = append(sameKey, fmt.Sprintf("e.%s = t.%s", c, c))
+		same = append(same, fmt.Sprintf("e.%s = t.%s", c, c))
+		keyCols = append(keyCols, c)
+		keyVals = append(keyVals, "k."+c)
 	}
-	same := strings.Join(sameKey, " AND ")
-	earlier := "e.id < t.id"
-	if info.Order == jobinfo.OrderProcessAfter {
-		earlier = "(COALESCE(e.process_after, e.created_at), e.id) < (COALESCE(t.process_after, t.created_at), t.id)"
-	}
-	eWaiting := strings.ReplaceAll(waitingCond, "t.", "e.")
 	eRunning := strings.ReplaceAll(runningCond, "t.", "e.")
-	return fmt.Sprintf(`SELECT t.id, %[1]s FROM %[2]s t
-WHERE %[3]s AND %[4]s
-	AND NOT EXISTS (SELECT 1 FROM %[2]s e WHERE %[5]s AND %[6]s AND %[7]s)
-	AND (SELECT count(*) FROM %[2]s e WHERE %[5]s AND %[8]s) < $2
-ORDER BY %[9]s LIMIT $1
-FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, waitingCond, due, same, eWaiting, earlier, eRunning, order)
+	busy := fmt.Sprintf("CROSS JOIN LATERAL (SELECT coalesce(array_agg(e.lock_slot), '{}') AS slots FROM %s e WHERE %s AND %s) r",
+		table, strings.Join(same, " AND "), eRunning)
+	// Rows are fetched by id from an array (ARRAY(...)), which keeps the planner from driving the
+	// join from the whole table. The walk takes waiting jobs whether due or not: a key's earlier job that is not due yet still
+	// comes first in the order, so the head of every key met in the walk is the first of its key met,
+	// found by a window over the walk, without probing the index once per job.
+	fast = fmt.Sprintf(`WITH walk AS MATERIALIZED (
+	SELECT t.id, row_number() OVER (PARTITION BY %[1]s ORDER BY %[2]s) AS pos
+	FROM (SELECT t.* FROM %[3]s t WHERE %[4]s ORDER BY %[2]s LIMIT $3) t)
+SELECT t.id, %[5]s, r.slots FROM %[3]s t %[6]s
+WHERE t.id = ANY (ARRAY(SELECT id FROM walk WHERE pos = 1)) AND %[4]s AND %[7]s AND cardinality(r.slots) < $2
+ORDER BY %[2]s LIMIT $1
+FOR UPDATE OF t SKIP LOCKED`, strings.Join(prefixed("t.", keyCols), ", "), order, table, waitingCond, info.KeyText("t"), busy, due)
+	keyTuple, nextTuple := "("+strings.Join(keyCols, ", ")+")", "("+strings.Join(keyVals, ", ")+")"
+	var headSame []string
+	for _, c := range keyCols {
+		headSame = append(headSame, fmt.Sprintf("t.%s = k.%s", c, c))
+	}
+	scan = fmt.Sprintf(`WITH RECURSIVE k AS (
+	(SELECT %[1]s FROM %[2]s t WHERE %[3]s ORDER BY %[1]s LIMIT 1)
+	UNION ALL
+	SELECT n.* FROM k CROSS JOIN LATERAL (
+		SELECT %[1]s FROM %[2]s t WHERE %[3]s AND %[4]s > %[5]s ORDER BY %[1]s LIMIT 1) n
+), heads AS (
+	SELECT h.id FROM k CROSS JOIN LATERAL (
+		SELECT t.id, t.process_after, t.created_at FROM %[2]s t WHERE %[3]s AND %[6]s ORDER BY %[7]s LIMIT 1) h
+)
+SELECT t.id, %[8]s, r.slots FROM %[2]s t %[9]s
+WHERE t.id = ANY (ARRAY(SELECT id FROM heads)) AND %[3]s AND %[10]s AND cardinality(r.slots) < $2 AND t.id <> ALL($3)
+ORDER BY %[7]s LIMIT $1
+FOR UPDATE OF t SKIP LOCKED`, strings.Join(keyCols, ", "), table, waitingCond, keyTuple, nextTuple,
+		strings.Join(headSame, " AND "), order, info.KeyText("t"), busy, due)
+	return fast, scan
 }
 
 // finishSQL records a batch of outcomes, fenced by each row's token, and enqueues the next runs asked
@@ -153,10 +187,22 @@ SELECT id, (SELECT pg_notify(%[12]s, %[13]s)) IS NULL FROM done`,
 		quote(uniqueness.NotifyChannel), quote(info.Name))
 }
 
+func prefixed(prefix string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + n
+	}
+	return out
+}
+
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// HeadsQuery returns the statement a dispatcher runs to choose the jobs of a keyed kind it may start:
-// due jobs that are first of their key and whose key runs fewer than $2 jobs, at most $1, in the
-// kind's order, locked FOR UPDATE SKIP LOCKED (run it in a transaction). It is exported for benchmarks
-// and EXPLAIN; it returns "" for kinds without a key.
-func HeadsQuery(info *jobinfo.Info) string { return buildSQL(info).selectHeads }
+// HeadsQueries returns the two statements a dispatcher runs to choose the jobs of a keyed kind it may
+// start (see the comment on headsSQL in queries.go): fast walks the first $3 waiting jobs, scan visits
+// every key ($3: ids to leave out, an int8 array). Both take $1 (most rows) and $2 (the key limit),
+// return id, key text and busy slots, and lock FOR UPDATE SKIP LOCKED (run them in a transaction).
+// They are exported for benchmarks and EXPLAIN; both are "" for kinds without a key.
+func HeadsQueries(info *jobinfo.Info) (fast, scan string) {
+	q := buildSQL(info)
+	return q.headsFast, q.headsScan
+}

@@ -49,11 +49,12 @@ type Config struct {
 	// NodeName names this process in lock values ("<NodeName>:<random>"), so that a held key in
 	// Redis tells who holds it. Default "<hostname>:<pid>".
 	NodeName string
-	// CallTimeout bounds each round of requests to the nodes: one acquire attempt (plus, when it
-	// fails, the clean-up round that deletes what it set: up to 2×CallTimeout in all), one
-	// extension, one release. With healthy nodes a call takes a round trip; the timeout only
-	// matters when nodes are down or stalled. It must be under half the shorter TTL.
-	// Default DefaultCallTimeout (1 s), or a quarter of the shorter TTL when that is less.
+	// CallTimeout bounds each lock call: an acquire attempt, an extension, a release. With healthy
+	// nodes a call takes a round trip; the timeout only matters when nodes are down or stalled.
+	// Commands a call leaves behind (to the nodes its quorum did not need, or the clean-up of a
+	// failed attempt) finish in the background, bounded by CallTimeout too. It must be under half
+	// the shorter TTL. Default DefaultCallTimeout (1 s), or a quarter of the shorter TTL when
+	// that is less.
 	CallTimeout time.Duration
 }
 
@@ -108,7 +109,7 @@ func (c Config) validate() error {
 	}
 	if shortest := min(c.ExecTTL, c.QueueTTL); 2*c.CallTimeout >= shortest {
 		return fmt.Errorf("%w Config.CallTimeout %v: want less than half the shorter TTL (%v): "+
-			"a failed acquire may take 2×CallTimeout, and a lock must outlive the call that took it",
+			"a lock must stay valid well past the call that took or extended it",
 			ErrInvalid, c.CallTimeout, shortest)
 	}
 	return nil

@@ -40,6 +40,7 @@ func setup(t *testing.T, n int, mutate func(*Config)) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(l.Close) // before the clients close
 	return &bundle{locker: l, nodes: nodes, clients: clients}
 }
 
@@ -98,4 +99,22 @@ func timed(f func()) time.Duration {
 	start := time.Now()
 	f()
 	return time.Since(start)
+}
+
+// waitHolders waits until lk's value is on want nodes. Commands to the nodes a quorum did not
+// need finish in the background (gate.go), so a lock reaches every healthy node shortly after
+// the call that took or extended it returned.
+func waitHolders(t *testing.T, b *bundle, lk *Lock, want int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		got := b.holders(t, lk.Key(), lk.Value())
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s on %d nodes 1s after it was taken, want %d", lk.Key(), got, want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

@@ -21,7 +21,7 @@ type Lock struct {
 	slot   int
 	ttl    time.Duration
 	failed int
-	until  atomic.Int64 // Until in Unix nanoseconds; 0 after Release
+	until  atomic.Pointer[time.Time] // with its monotonic clock reading; nil after Release
 
 	mu       sync.Mutex // serialises calls on m: a redsync Mutex is not safe for concurrent use
 	m        *redsync.Mutex
@@ -31,7 +31,7 @@ type Lock struct {
 
 func newLock(l *Locker, m *redsync.Mutex, typ lockType, slot int, ttl time.Duration) *Lock {
 	k := &Lock{locker: l, typ: typ, key: m.Name(), value: m.Value(), slot: slot, ttl: ttl, m: m}
-	k.until.Store(m.Until().UnixNano())
+	k.setUntil(m.Until())
 	return k
 }
 
@@ -54,12 +54,13 @@ func (k *Lock) FailedAttempts() int { return k.failed }
 // not a guarantee before it either: a Redis node that restarts empty forgets the lock (see the
 // package documentation). After Release it returns the zero time.
 func (k *Lock) Until() time.Time {
-	ns := k.until.Load()
-	if ns == 0 {
-		return time.Time{}
+	if u := k.until.Load(); u != nil {
+		return *u
 	}
-	return time.Unix(0, ns)
+	return time.Time{}
 }
+
+func (k *Lock) setUntil(u time.Time) { k.until.Store(&u) }
 
 // Extend resets the lock's TTL on a quorum of nodes and moves Until forward. It only extends a
 // lock whose value it finds on a node; it never takes the lock again where it lapsed.
@@ -93,7 +94,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 	ok, err := k.m.ExtendContext(callCtx)
 	if ok {
 		st.extended.Add(1)
-		k.until.Store(k.m.Until().UnixNano())
+		k.setUntil(k.m.Until())
 		return nil
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -123,13 +124,14 @@ func (k *Lock) extendError(err error) error {
 }
 
 // Release deletes the lock on every node that still holds its value. It runs even when ctx is
-// cancelled (a cancelled job must still free its key), bounded by Config.CallTimeout. A second
-// Release does nothing.
+// cancelled (a cancelled job must still free its key), bounded by Config.CallTimeout once an
+// Extend in progress has returned. A second Release does nothing.
 //
 // It returns nil when the lock was released on a quorum; an error wrapping ErrLost when the lock
 // was no longer held (expired or taken by another): nothing to undo, and no reason to fail a job
-// that otherwise succeeded; or an error wrapping ErrUnavailable when nodes did not answer, in
-// which case the lock expires by itself within its TTL.
+// that otherwise succeeded; or an error wrapping ErrUnavailable when nodes did not answer. Deletes
+// that did not reach their node are retried in the background until it answers (see Close), and
+// the lock expires by itself within its TTL in any case.
 func (k *Lock) Release(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -137,7 +139,7 @@ func (k *Lock) Release(ctx context.Context) error {
 		return nil
 	}
 	k.released = true
-	k.until.Store(0)
+	k.until.Store(nil)
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.locker.cfg.CallTimeout)
 	defer cancel()
 	ok, err := k.m.UnlockContext(callCtx)
@@ -151,7 +153,8 @@ func (k *Lock) Release(ctx context.Context) error {
 	if k.lost != nil || t.failed == 0 || t.taken+t.expired >= k.locker.quorum {
 		return fmt.Errorf("%w: %s was no longer held when released: %w", ErrLost, k.key, err)
 	}
-	return fmt.Errorf("%w: release %s (it expires within its TTL): %w", ErrUnavailable, k.key, err)
+	return fmt.Errorf("%w: release %s (retried in the background; it expires within its TTL anyway): %w",
+		ErrUnavailable, k.key, err)
 }
 
 // KeepAlive extends the lock every interval (ExecTTL/3 or QueueTTL/3 when interval <= 0) until

@@ -18,10 +18,11 @@ import (
 // Locker takes queue and execution locks on a quorum of Redis nodes. It is safe for concurrent
 // use; the Locks it returns are each safe for concurrent use too.
 type Locker struct {
-	cfg    Config
-	rs     *redsync.Redsync
-	quorum int
-	stats  counters
+	cfg     Config
+	pools   []redis.Pool // one per node, in Config.Nodes order
+	quorum  int
+	janitor *janitor
+	stats   counters
 }
 
 // New returns a Locker for cfg, after applying defaults and validating it. Errors wrap
@@ -39,7 +40,14 @@ func New(cfg *Config) (*Locker, error) {
 	for i, n := range c.Nodes {
 		pools[i] = goredis.NewPool(n)
 	}
-	return &Locker{cfg: c, rs: redsync.New(pools...), quorum: len(pools)/2 + 1}, nil
+	return &Locker{cfg: c, pools: pools, quorum: len(pools)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout)}, nil
+}
+
+// Close stops the Locker's background clean-up: the retries of deletes that could not reach a
+// node (see the package documentation). Locks keep working after Close, but such deletes are then
+// left to expire by their TTL. Call it after the last lock call and before closing the clients.
+func (l *Locker) Close() {
+	l.janitor.close()
 }
 
 // Quorum returns how many nodes must agree for a lock to be held: a majority of Config.Nodes.
@@ -119,7 +127,8 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 		return nil, fmt.Errorf("execlock: acquire %s: %w", name, err)
 	}
 	ttl := l.ttl(typ)
-	m := l.rs.NewMutex(name,
+	// Fresh gates for this lock: see gate.go.
+	m := redsync.New(gatedPools(l.pools, l.cfg.CallTimeout, l.janitor)...).NewMutex(name,
 		redsync.WithExpiry(ttl),
 		redsync.WithTries(1),
 		redsync.WithFailFast(true),
@@ -127,8 +136,9 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 		redsync.WithTimeoutFactor(float64(l.cfg.CallTimeout)/float64(ttl)),
 		redsync.WithGenValueFunc(l.newValue),
 	)
-	// Two rounds: the attempt, and on failure the release of what it set on some nodes.
-	callCtx, cancel := context.WithTimeout(ctx, 2*l.cfg.CallTimeout)
+	// The whole call, including redsync's clean-up round after a failed attempt: deletes that
+	// round has no time left for go on in the background (gate.go).
+	callCtx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
 	defer cancel()
 	if err := m.TryLockContext(callCtx); err != nil {
 		return nil, l.acquireError(ctx, name, err)

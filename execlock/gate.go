@@ -1,0 +1,212 @@
+package execlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/go-redsync/redsync/v4/redis"
+	goredislib "github.com/redis/go-redis/v9"
+)
+
+// Why gates. With WithFailFast, redsync returns from a round (acquire, extend, release) as soon as
+// a quorum has decided, and cancels the round's context, which stops the commands not yet sent to
+// the other nodes. Measured consequences (see TestTryExecRace, TestMinorityDown, TestRestartEmpty):
+//
+//   - A lock is set, and extended, on a bare quorum only: the third of three nodes usually never
+//     sees the SET NX, nor later the PEXPIRE. Losing any one node then loses the lock, so a
+//     minority outage would stop running jobs.
+//   - A failed attempt's clean-up round fails fast too (two nodes answer "another value"), and its
+//     cancelled context stops the delete on the node where our SET NX did succeed.
+//   - A clean-up delete can reach a node before the attempt's own SET NX, which lands afterwards.
+//
+// The last two leave partial locks that nobody holds, for a whole TTL; under contention they pile
+// up on different nodes until no contender reaches a quorum (50 contenders on 3 nodes went whole
+// runs without a winner, keys left behind after every call had returned).
+//
+// So each lock gets a gate per node that runs its commands on that node one at a time, each to
+// completion whatever the round's context: the round takes the answer if it comes before the
+// round's context ends, and the command goes on in the background otherwise, until the round's
+// deadline (a delete: until CallTimeout after it started). Once a delete has started on a node, a
+// SET NX of the same lock that had not started there is dropped. A delete that fails (the node is
+// down or stalled) goes to the Locker's janitor, which retries it until the node answers.
+
+// errAbandoned is what a dropped SET NX returns; redsync has stopped listening by then.
+var errAbandoned = errors.New("execlock: acquire abandoned: the lock was released on this node first")
+
+// nodeGate is the state of one lock on one node.
+type nodeGate struct {
+	turn     chan struct{} // capacity 1: held while a command of this lock runs on this node
+	released bool          // a delete started on this node; guarded by turn
+}
+
+// gatedPools wraps each node's pool with a fresh gate, for one redsync Mutex. Deletes run for up
+// to deleteTimeout after their round ended; those that fail go to j.
+func gatedPools(pools []redis.Pool, deleteTimeout time.Duration, j *janitor) []redis.Pool {
+	gated := make([]redis.Pool, len(pools))
+	for i, p := range pools {
+		gated[i] = &gatedPool{
+			inner: p, node: i, gate: &nodeGate{turn: make(chan struct{}, 1)},
+			deleteTimeout: deleteTimeout, janitor: j,
+		}
+	}
+	return gated
+}
+
+type gatedPool struct {
+	inner         redis.Pool
+	node          int
+	gate          *nodeGate
+	deleteTimeout time.Duration
+	janitor       *janitor
+}
+
+func (p *gatedPool) Get(ctx context.Context) (redis.Conn, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return &gatedConn{pool: p, ctx: ctx}, nil
+}
+
+// gatedConn gates the two commands redsync's Mutex uses to lock, extend and unlock: SetNX and
+// Eval. The others pass through.
+type gatedConn struct {
+	pool *gatedPool
+	ctx  context.Context
+}
+
+type result struct {
+	v   any
+	err error
+}
+
+// run runs op on this node in its turn, detached from the round's cancellation, until deadline.
+// It returns op's answer, or the round context's error if that ends first. When op fails or
+// cannot run in time, failed (if not nil) is called with the error, whether or not the round
+// still waits.
+func (c *gatedConn) run(deadline time.Time, op func(ctx context.Context, gate *nodeGate) (any, error), failed func(error)) (any, error) {
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(c.ctx), deadline)
+		defer cancel()
+		r := c.inTurn(ctx, op)
+		if r.err != nil && failed != nil {
+			failed(r.err)
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-c.ctx.Done():
+		return nil, c.ctx.Err()
+	}
+}
+
+func (c *gatedConn) inTurn(ctx context.Context, op func(ctx context.Context, gate *nodeGate) (any, error)) result {
+	gate := c.pool.gate
+	select {
+	case gate.turn <- struct{}{}:
+	case <-ctx.Done():
+		return result{err: ctx.Err()}
+	}
+	defer func() { <-gate.turn }()
+	v, err := op(ctx, gate)
+	return result{v, err}
+}
+
+// roundDeadline is the deadline of the round's context, or CallTimeout from now if it has none.
+func (c *gatedConn) roundDeadline() time.Time {
+	if dl, ok := c.ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now().Add(c.pool.deleteTimeout)
+}
+
+func (c *gatedConn) SetNX(name string, value string, expiry time.Duration) (bool, error) {
+	v, err := c.run(c.roundDeadline(), func(ctx context.Context, gate *nodeGate) (any, error) {
+		if gate.released {
+			return false, errAbandoned
+		}
+		conn, err := c.pool.inner.Get(ctx)
+		if err != nil {
+			return false, err
+		}
+		defer conn.Close()
+		return conn.SetNX(name, value, expiry)
+	}, nil)
+	ok, _ := v.(bool)
+	return ok, err
+}
+
+func (c *gatedConn) Eval(script *redis.Script, keysAndArgs ...any) (any, error) {
+	deadline := c.roundDeadline()
+	var failed func(error)
+	del := isDeleteScript(script)
+	if del {
+		deadline = time.Now().Add(c.pool.deleteTimeout)
+		failed = func(err error) {
+			key, _ := keysAndArgs[0].(string)
+			value, _ := keysAndArgs[1].(string)
+			if c.pool.janitor != nil && !errors.Is(err, goredislib.ErrClosed) {
+				c.pool.janitor.add(c.pool.node, key, value)
+			}
+		}
+	}
+	return c.run(deadline, func(ctx context.Context, gate *nodeGate) (any, error) {
+		if del {
+			// Before the call: even if this delete fails, a SET NX not yet sent must not be.
+			gate.released = true
+		}
+		conn, err := c.pool.inner.Get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		return conn.Eval(script, keysAndArgs...)
+	}, failed)
+}
+
+func (c *gatedConn) Get(name string) (string, error) {
+	conn, err := c.pool.inner.Get(c.ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	return conn.Get(name)
+}
+
+func (c *gatedConn) Set(name string, value string) (bool, error) {
+	conn, err := c.pool.inner.Get(c.ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	return conn.Set(name, value)
+}
+
+func (c *gatedConn) ScriptLoad(script *redis.Script) error {
+	conn, err := c.pool.inner.Get(c.ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.ScriptLoad(script)
+}
+
+func (c *gatedConn) PTTL(name string) (time.Duration, error) {
+	conn, err := c.pool.inner.Get(c.ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	return conn.PTTL(name)
+}
+
+func (c *gatedConn) Close() error { return nil }
+
+// isDeleteScript tells redsync's unlock script (compare-and-delete) from its extend script.
+func isDeleteScript(s *redis.Script) bool {
+	return strings.Contains(s.Src, `"DEL"`)
+}

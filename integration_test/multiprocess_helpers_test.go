@@ -1,0 +1,249 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobpipe/jobpipe/internal/testenv"
+	"github.com/jobpipe/jobpipe/jobinfo"
+	"github.com/jobpipe/jobpipe/migrations"
+)
+
+// mpKindName is the kind (and table) of the multi-process tests; each test has its own schema.
+const mpKindName = "mp_post_sync"
+
+// mpEnv is what a multi-process test works with: its schema (migrated, with the kind's table and the
+// ledger), the kind, and the lock nodes.
+type mpEnv struct {
+	schema *testenv.Schema
+	db     *pgxpool.Pool
+	kind   *jobinfo.Kind[mpJob]
+	addrs  []string
+	nodes  []*redis.Client // the test's own clients of the lock nodes
+	prefix string
+}
+
+// newMPEnv gives t a schema with jobpipe's tables, the kind's table and the ledger.
+func newMPEnv(t *testing.T, retryDelay time.Duration, addrs []string, nodes []*redis.Client, prefix string) *mpEnv {
+	t.Helper()
+	ctx := context.Background()
+	s := testenv.NewSchema(t)
+	if err := migrations.Up(ctx, s.Pool); err != nil {
+		t.Fatal(err)
+	}
+	kind, err := mpDefineKind(mpKindName, retryDelay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl, err := kind.TableSpec().CreateSQL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{ddl, mpLedgerDDL, mpReleaseDDL} {
+		if _, err := s.Pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &mpEnv{schema: s, db: s.Pool, kind: kind, addrs: addrs, nodes: nodes, prefix: prefix}
+}
+
+// worker returns the settings of a worker of e named node; the caller adjusts the rest.
+func (e *mpEnv) worker(node string) mpWorkerSettings {
+	return mpWorkerSettings{DatabaseURL: e.schema.URL, RedisAddrs: e.addrs, RedisPrefix: e.prefix,
+		Kind: mpKindName, Node: node}
+}
+
+// mpEntry is one ledger row: one handler call.
+type mpEntry struct {
+	N             int64
+	JobID, BlogID int64
+	Seq           int64
+	Attempt       int
+	Token         int64
+	Slot          int
+	Pid           int
+	Node          string
+	StartedAt     time.Time
+	EndedAt       *time.Time
+	Outcome       *string
+}
+
+// ledger reads the ledger in the order the handlers started.
+func (e *mpEnv) ledger(t *testing.T) []mpEntry {
+	t.Helper()
+	rows, err := e.db.Query(context.Background(), `SELECT n, job_id, blog_id, seq, attempt, token, slot, pid, node,
+		started_at, ended_at, outcome FROM mp_ledger ORDER BY started_at, n`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (mpEntry, error) {
+		var m mpEntry
+		err := r.Scan(&m.N, &m.JobID, &m.BlogID, &m.Seq, &m.Attempt, &m.Token, &m.Slot, &m.Pid, &m.Node,
+			&m.StartedAt, &m.EndedAt, &m.Outcome)
+		return m, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
+}
+
+// ledgerOf returns the ledger rows of one job, in start order.
+func (e *mpEnv) ledgerOf(t *testing.T, id int64) []mpEntry {
+	t.Helper()
+	var out []mpEntry
+	for _, m := range e.ledger(t) {
+		if m.JobID == id {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// mpRow is a job's row as the tests check it.
+type mpRow struct {
+	Attempts       int
+	Token          int64
+	StartedAt      *time.Time
+	LeaseExpiresAt *time.Time
+	LeaseOwner     *string
+	LockSlot       *int
+	Processed      bool
+	Failed         bool
+	LastError      *string
+}
+
+func (e *mpEnv) row(t *testing.T, id int64) mpRow {
+	t.Helper()
+	var r mpRow
+	err := e.db.QueryRow(context.Background(), `SELECT attempts_made, lock_token, started_at, lease_expires_at, lease_owner,
+		lock_slot, processed_at IS NOT NULL, failed_at IS NOT NULL, last_error FROM `+mpKindName+` WHERE id = $1`, id).
+		Scan(&r.Attempts, &r.Token, &r.StartedAt, &r.LeaseExpiresAt, &r.LeaseOwner, &r.LockSlot, &r.Processed, &r.Failed, &r.LastError)
+	if err != nil {
+		t.Fatalf("job %d: %v", id, err)
+	}
+	return r
+}
+
+// count counts the kind's rows matching cond.
+func (e *mpEnv) count(t *testing.T, cond string) int {
+	t.Helper()
+	var n int
+	if err := e.db.QueryRow(context.Background(), "SELECT count(*) FROM "+mpKindName+" WHERE "+cond).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// release lets a blocking handler of job id return.
+func (e *mpEnv) release(t *testing.T, id int64) {
+	t.Helper()
+	if _, err := e.db.Exec(context.Background(), `INSERT INTO mp_release (job_id) VALUES ($1)`, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dbNow reads the database's clock, which the ledger and the leases use.
+func (e *mpEnv) dbNow(t *testing.T) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := e.db.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// checkQuiet checks what a clean shutdown leaves: no row leased or holding a slot, and no lock key
+// under the prefix on any node.
+func (e *mpEnv) checkQuiet(t *testing.T) {
+	t.Helper()
+	if n := e.count(t, "lease_expires_at IS NOT NULL OR lease_owner IS NOT NULL OR lock_slot IS NOT NULL"); n != 0 {
+		t.Errorf("%d rows still leased after every worker stopped", n)
+	}
+	for i, c := range e.nodes {
+		keys, err := c.Keys(context.Background(), e.prefix+"*").Result()
+		if err != nil {
+			t.Errorf("node %s: %v", e.addrs[i], err)
+		} else if len(keys) != 0 {
+			var held []string
+			for _, k := range keys {
+				v, _ := c.Get(context.Background(), k).Result()
+				ttl, _ := c.PTTL(context.Background(), k).Result()
+				held = append(held, fmt.Sprintf("%s = %q (TTL %v)", k, v, ttl))
+			}
+			t.Errorf("node %s still holds %v after every worker stopped", e.addrs[i], held)
+		}
+	}
+	var leaders int
+	if err := e.db.QueryRow(context.Background(), `SELECT count(*) FROM jobpipe_leaders`).Scan(&leaders); err != nil || leaders != 0 {
+		t.Errorf("%d leader leases left after every worker stopped (%v)", leaders, err)
+	}
+}
+
+// mpWaitFor polls cond every 25 ms until it holds, and fails t after within.
+func mpWaitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// mpNodeAddrs returns the addresses and test clients of nodes started with testenv.StartRedisNodes.
+func mpNodeAddrs(nodes []*testenv.RedisNode) ([]string, []*redis.Client) {
+	var addrs []string
+	var clients []*redis.Client
+	for _, n := range nodes {
+		addrs = append(addrs, n.Addr)
+		clients = append(clients, n.Client())
+	}
+	return addrs, clients
+}
+
+// mpExecLockKey is the Redis key of the execution lock of a blog's slot (see package execlock).
+func (e *mpEnv) mpExecLockKey(blog int64, slot int) string {
+	return fmt.Sprintf("%sx:%s:%d:%d", e.prefix, mpKindName, blog, slot)
+}
+
+func (m mpEntry) String() string {
+	end, outcome := "never", "-"
+	if m.EndedAt != nil {
+		end = m.EndedAt.Format("15:04:05.000000")
+	}
+	if m.Outcome != nil {
+		outcome = *m.Outcome
+	}
+	return fmt.Sprintf("{job %d blog %d seq %d attempt %d token %d slot %d in %s (pid %d) from %s to %s: %s}",
+		m.JobID, m.BlogID, m.Seq, m.Attempt, m.Token, m.Slot, m.Node, m.Pid, m.StartedAt.Format("15:04:05.000000"), end, outcome)
+}
+
+// mpErrors reports the first few of many similar failures, and how many there were in all.
+type mpErrors struct {
+	t    *testing.T
+	what string
+	n    int
+}
+
+func (r *mpErrors) Errorf(format string, args ...any) {
+	r.t.Helper()
+	if r.n++; r.n <= 10 {
+		r.t.Errorf(format, args...)
+	}
+}
+
+// done reports how many failures there were beyond those shown.
+func (r *mpErrors) done() {
+	r.t.Helper()
+	if r.n > 10 {
+		r.t.Errorf("%s: %d failures in all, the first 10 shown", r.what, r.n)
+	}
+}

@@ -1,0 +1,190 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/internal/testenv"
+)
+
+// Four worker processes work 30 keys x 20 jobs of a keyed kind (limit 1 per key), with 1 and with 3
+// Redis lock nodes. What the handlers recorded must show: per key never two jobs at once and the jobs
+// in enqueue order; every job run exactly once; the work spread over several processes. SIGTERM then
+// stops every worker cleanly, leaving no lease and no lock behind.
+func TestFourProcessesNeverTwoPerKey(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d redis nodes", n), func(t *testing.T) {
+			t.Parallel()
+			mpFourProcesses(t, n)
+		})
+	}
+}
+
+func mpFourProcesses(t *testing.T, redisNodes int) {
+	const keys, perKey, procs = 30, 20, 4
+	const total = keys * perKey
+	ctx := context.Background()
+	addrs, clients := mpNodeAddrs(testenv.StartRedisNodes(t, redisNodes))
+	e := newMPEnv(t, mpDefaultRetryDelay, addrs, clients, "jpmp:")
+
+	var workers []*mpWorker
+	for i := range procs {
+		s := e.worker(fmt.Sprintf("w%d", i+1))
+		s.SleepMin, s.SleepMax = 0, 5*time.Millisecond
+		s.LeaseTTL = 10 * time.Second // no lease may be lost here: a lost one fails the test
+		s.PollInterval = 500 * time.Millisecond
+		s.Concurrency = 10 // 40 slots for 30 keys: free slots would take a second job of a busy key if allowed
+		workers = append(workers, mpStartWorker(t, s))
+	}
+	// Every process is working before the first job exists, so that none gets a head start.
+	mpWaitReady(t, 60*time.Second, workers...)
+
+	// Seq-major, so that each key's jobs are interleaved with the others' in id order.
+	type enq struct{ blog, seq int64 }
+	var jobs []mpJob
+	for seq := range perKey {
+		for k := range keys {
+			jobs = append(jobs, mpJob{BlogID: int64(k), Seq: int64(seq)})
+		}
+	}
+	began := time.Now()
+	res, err := dispatcher.EnqueueMany(ctx, e.db, e.kind, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueued := map[int64]enq{}
+	for i, r := range res {
+		if r.Err != nil || r.Duplicate {
+			t.Fatalf("job %d: %+v", i, r)
+		}
+		enqueued[r.ID] = enq{jobs[i].BlogID, jobs[i].Seq}
+	}
+	if len(enqueued) != total {
+		t.Fatalf("%d distinct ids for %d jobs", len(enqueued), total)
+	}
+
+	mpWaitFor(t, "every job processed", 90*time.Second, func() bool {
+		if n := e.count(t, "failed_at IS NOT NULL"); n > 0 {
+			t.Fatalf("%d jobs failed", n)
+		}
+		return e.count(t, "processed_at IS NOT NULL") == total
+	})
+	elapsed := time.Since(began)
+
+	ledger := e.ledger(t)
+	once := &mpErrors{t: t, what: "exactly once"}
+	order := &mpErrors{t: t, what: "order within a key"}
+	overlap := &mpErrors{t: t, what: "one job per key at a time"}
+	defer once.done()
+	defer order.done()
+	defer overlap.done()
+	// (iii) Every job ran exactly once: one handler call per job, which completed, on attempt 1.
+	calls := map[int64]int{}
+	for _, m := range ledger {
+		calls[m.JobID]++
+		want, ok := enqueued[m.JobID]
+		switch {
+		case !ok:
+			once.Errorf("the ledger names job %d, which was never enqueued", m.JobID)
+		case m.BlogID != want.blog || m.Seq != want.seq:
+			once.Errorf("job %d ran as blog %d seq %d, enqueued as blog %d seq %d", m.JobID, m.BlogID, m.Seq, want.blog, want.seq)
+		}
+		if m.EndedAt == nil || m.Outcome == nil || *m.Outcome != "ok" || m.Attempt != 1 || m.Slot != 0 {
+			once.Errorf("job %d: handler call %v, want attempt 1, slot 0, ended ok", m.JobID, m)
+		}
+	}
+	for id := range enqueued {
+		if calls[id] != 1 {
+			once.Errorf("job %d: %d handler calls, want exactly 1", id, calls[id])
+		}
+	}
+	if n := e.count(t, "processed_at IS NOT NULL AND attempts_made = 1 AND failed_at IS NULL AND last_error IS NULL"); n != total {
+		once.Errorf("%d of %d rows processed on their first attempt without error", n, total)
+	}
+
+	// (i) and (ii): per key, the handler intervals never overlap, and jobs started in enqueue order.
+	byKey := map[int64][]mpEntry{}
+	for _, m := range ledger {
+		byKey[m.BlogID] = append(byKey[m.BlogID], m)
+	}
+	if len(byKey) != keys {
+		once.Errorf("the ledger has %d keys, want %d", len(byKey), keys)
+	}
+	var minGap time.Duration = -1
+	for blog, ms := range byKey {
+		sort.SliceStable(ms, func(i, j int) bool { return ms[i].StartedAt.Before(ms[j].StartedAt) })
+		for i, m := range ms {
+			if m.Seq != int64(i) {
+				var seqs []int64
+				for _, x := range ms {
+					seqs = append(seqs, x.Seq)
+				}
+				order.Errorf("blog %d: jobs started in seq order %v, want 0..%d", blog, seqs, perKey-1)
+				break
+			}
+			if m.EndedAt != nil && m.EndedAt.Before(m.StartedAt) {
+				overlap.Errorf("job %d ended before it started: %v", m.JobID, m)
+			}
+			if i == 0 {
+				continue
+			}
+			prev := ms[i-1]
+			if m.JobID <= prev.JobID {
+				order.Errorf("blog %d: job %d started after job %d, against id order", blog, m.JobID, prev.JobID)
+			}
+			if prev.EndedAt == nil || !prev.EndedAt.Before(m.StartedAt) {
+				overlap.Errorf("blog %d: two jobs ran at the same time: %v and %v", blog, prev, m)
+				continue
+			}
+			if gap := m.StartedAt.Sub(*prev.EndedAt); minGap < 0 || gap < minGap {
+				minGap = gap
+			}
+		}
+	}
+
+	// (iv) The work was spread over the processes; otherwise the test proved little.
+	perWorker := map[string]int{}
+	pids := map[int]string{}
+	for _, w := range workers {
+		pids[w.Pid] = w.Name
+	}
+	for _, m := range ledger {
+		if pids[m.Pid] != m.Node {
+			t.Errorf("job %d ran in pid %d as %q, which is not one of the workers %v", m.JobID, m.Pid, m.Node, pids)
+		}
+		perWorker[m.Node]++
+	}
+	if len(perWorker) < 2 {
+		t.Errorf("only %d process(es) ran jobs (%v): the test needs the work spread over several", len(perWorker), perWorker)
+	}
+
+	took := mpTerminate(t, workers...)
+	e.checkQuiet(t)
+	var sum dispatcher.Stats
+	for _, w := range workers {
+		st := w.Stats()
+		if st == nil {
+			t.Errorf("worker %s reported no stats on the way out", w.Name)
+			continue
+		}
+		sum.Claimed += st.Claimed
+		sum.Processed += st.Processed
+		sum.Released += st.Released
+		sum.Retried += st.Retried
+		sum.StaleFinishes += st.StaleFinishes
+		sum.LeasesLost += st.LeasesLost
+		sum.ClaimsRefused += st.ClaimsRefused
+		sum.Rescued += st.Rescued
+	}
+	if sum.Processed != total || sum.Retried != 0 || sum.StaleFinishes != 0 || sum.LeasesLost != 0 || sum.Rescued != 0 || sum.ClaimsRefused != 0 {
+		t.Errorf("workers' stats summed: %+v; want %d processed, no retry, stale finish, lost lease, rescue or refused claim", sum, total)
+	}
+	t.Logf("%d jobs over %d keys in %v (%.0f jobs/s); per worker %v; claims %d (%d released: execution lock still held); smallest gap between jobs of a key %v; stopped in %v",
+		total, keys, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), perWorker, sum.Claimed, sum.Released,
+		minGap, took)
+}

@@ -1,0 +1,166 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/execlock"
+	"github.com/jobpipe/jobpipe/internal/testenv"
+)
+
+// While a long job of a key runs in one of two worker processes, two of the three Redis nodes restart
+// empty: Redis forgets the job's execution lock, so that anyone can now take it on a quorum. The next
+// job of the key is enqueued; neither worker may start it while the long job runs, because the database
+// refuses (the running-slots index and the heads query), although both workers go on running other
+// keys. Once the long job ends, exactly once, the next one runs.
+func TestRedisNodeRestartedEmptyDoesNotDoubleRun(t *testing.T) {
+	t.Parallel()
+	const (
+		blog, otherBlog = 42, 43
+		// The long job's heartbeat, every LeaseTTL/3, would find its lock gone from the restarted nodes
+		// and stop the job (as it should). The scenario plays out well before the first one.
+		leaseTTL  = 60 * time.Second
+		heartbeat = leaseTTL / 3
+		poll      = 200 * time.Millisecond
+	)
+	ctx := context.Background()
+	nodes := testenv.StartRedisNodes(t, 3)
+	addrs, clients := mpNodeAddrs(nodes)
+	e := newMPEnv(t, mpDefaultRetryDelay, addrs, clients, "jpmp:")
+	long, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blog, Seq: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workers []*mpWorker
+	for _, name := range []string{"wa", "wb"} {
+		s := e.worker(name)
+		s.BlockIDs = []int64{long.ID} // until released through mp_release
+		s.LeaseTTL, s.PollInterval, s.Concurrency = leaseTTL, poll, 4
+		s.RescueInterval = time.Second // the default, LeaseTTL/3, is refused as longer than the default LeaderTTL
+		workers = append(workers, mpStartWorker(t, s))
+	}
+	mpWaitReady(t, 60*time.Second, workers...)
+	mpWaitFor(t, "the long job to start", 30*time.Second, func() bool { return len(e.ledgerOf(t, long.ID)) == 1 })
+	holder := e.ledgerOf(t, long.ID)[0]
+	lockKey := e.mpExecLockKey(blog, 0)
+	for i, c := range clients {
+		if v, err := c.Get(ctx, lockKey).Result(); err != nil || !strings.HasPrefix(v, holder.Node+":") {
+			t.Fatalf("node %s: execution lock %s = %q, %v; want %s's", addrs[i], lockKey, v, err, holder.Node)
+		}
+	}
+
+	// Two nodes of three restart without their data: only a minority still knows the lock.
+	nodes[0].Restart(t)
+	nodes[1].Restart(t)
+	// Redis alone would now let a second holder in.
+	intruderClients, err := execlock.NewClients(addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range intruderClients {
+			_ = c.Close()
+		}
+	}()
+	locker, err := execlock.New(&execlock.Config{Nodes: intruderClients, Prefix: e.prefix, NodeName: "intruder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := locker.TryExec(ctx, mpKindName, strconv.Itoa(blog), 0)
+	if err != nil {
+		t.Fatalf("after the restart, a second holder could not take %s (%v): the scenario did not happen", lockKey, err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The database refuses a second running job in the key's slot.
+	tx, err := e.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO `+mpKindName+` (blog_id, seq, started_at, lease_expires_at, lease_owner, lock_token, lock_slot, attempts_made)
+		VALUES ($1, 99, now(), now() + interval '1 minute', 'intruder', 1, 0, 1)`, blog)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		t.Errorf("a second running row in slot 0 of blog %d: %v; want a unique violation", blog, err)
+	}
+	_ = tx.Rollback(ctx)
+
+	// The next job of the key; then jobs of other keys, one at a time, until each worker has run one.
+	// Heads are claimed in id order, so a worker that claims a later job of another key has looked at
+	// the next job of the busy key and passed it over.
+	next, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blog, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranControl := map[string]bool{}
+	controls := 0
+	for len(ranControl) < len(workers) {
+		if controls == 50 {
+			t.Fatalf("after %d jobs of other keys, only %v ran any: the test needs both workers claiming", controls, ranControl)
+		}
+		control, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: int64(otherBlog + controls), Seq: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		controls++
+		mpWaitFor(t, "a job of another key to be processed", 30*time.Second, func() bool { return e.row(t, control.ID).Processed })
+		for _, c := range e.ledgerOf(t, control.ID) {
+			ranControl[c.Node] = true
+		}
+	}
+	time.Sleep(5 * poll) // and a few more polls by each worker
+	if calls := e.ledgerOf(t, next.ID); len(calls) != 0 {
+		t.Errorf("the next job of blog %d ran while the long job ran: %+v", blog, calls)
+	}
+	if st := e.row(t, next.ID); st.StartedAt != nil || st.Attempts != 0 || st.LeaseExpiresAt != nil {
+		t.Errorf("the next job of blog %d was claimed while the long job ran: %+v", blog, st)
+	}
+	st := e.row(t, long.ID)
+	calls := e.ledgerOf(t, long.ID)
+	if len(calls) != 1 || calls[0].EndedAt != nil || st.LeaseExpiresAt == nil || st.Token != holder.Token {
+		t.Fatalf("the long job is no longer running as first claimed (%d handler calls %+v, row %+v); it started %v ago, its heartbeat is every %v",
+			len(calls), calls, st, e.dbNow(t).Sub(holder.StartedAt), heartbeat)
+	}
+	window := e.dbNow(t).Sub(holder.StartedAt)
+
+	e.release(t, long.ID)
+	mpWaitFor(t, "every job processed", 30*time.Second, func() bool { return e.count(t, "processed_at IS NOT NULL") == 2+controls })
+	calls = e.ledgerOf(t, long.ID)
+	if len(calls) != 1 || calls[0].EndedAt == nil || calls[0].Outcome == nil || *calls[0].Outcome != "ok" {
+		t.Errorf("the long job's handler calls: %+v; want one, ended ok", calls)
+	}
+	if st := e.row(t, long.ID); !st.Processed || st.Attempts != 1 || st.Token != holder.Token || st.LastError != nil {
+		t.Errorf("the long job's row: %+v; want processed on its first attempt, token %d", st, holder.Token)
+	}
+	nextCalls := e.ledgerOf(t, next.ID)
+	if len(nextCalls) != 1 || nextCalls[0].EndedAt == nil || calls[0].EndedAt == nil || !nextCalls[0].StartedAt.After(*calls[0].EndedAt) {
+		t.Errorf("the next job's handler calls: %+v; want one, after the long job ended", nextCalls)
+	}
+	if st := e.row(t, next.ID); !st.Processed || st.Attempts != 1 {
+		t.Errorf("the next job's row: %+v; want processed on its first attempt", st)
+	}
+
+	mpTerminate(t, workers...)
+	e.checkQuiet(t)
+	var lost, stale, refused, released int64
+	for _, w := range workers {
+		if s := w.Stats(); s != nil {
+			lost, stale, refused, released = lost+s.LeasesLost, stale+s.StaleFinishes, refused+s.ClaimsRefused, released+s.Released
+		} else {
+			t.Errorf("worker %s reported no stats", w.Name)
+		}
+	}
+	if lost != 0 || stale != 0 {
+		t.Errorf("workers lost %d leases and had %d stale finishes; want none", lost, stale)
+	}
+	t.Logf("long job held by %s for %v; meanwhile both workers ran %d jobs of other keys and passed over the next job of its key; claims refused by the database's index %d, released %d",
+		holder.Node, window.Round(time.Millisecond), controls, refused, released)
+}

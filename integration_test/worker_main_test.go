@@ -1,0 +1,292 @@
+package integration_test
+
+// The worker process mode. The multi-process tests re-execute this test binary with mpWorkerEnv set;
+// TestMain then calls runWorker instead of running tests. A worker is one jobpipe dispatcher working
+// one keyed kind, configured from environment variables, whose handler writes what it sees to a
+// ledger table in the test's schema. It runs until SIGTERM, then stops gracefully and exits 0.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobpipe/jobpipe/backoff"
+	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/execlock"
+	"github.com/jobpipe/jobpipe/jobinfo"
+)
+
+// Environment of a worker process. mpWorkerEnv=1 selects the worker mode; the others configure it.
+const (
+	mpWorkerEnv      = "JOBPIPE_TEST_WORKER"
+	mpEnvDatabaseURL = "JPW_DATABASE_URL"   // connection string; its search_path is the test's schema
+	mpEnvRedis       = "JPW_REDIS"          // lock nodes, comma-separated host:port
+	mpEnvPrefix      = "JPW_REDIS_PREFIX"   // lock key prefix
+	mpEnvKind        = "JPW_KIND"           // kind name (= table name) of mpJob
+	mpEnvNode        = "JPW_NODE"           // dispatcher node name
+	mpEnvSleepMin    = "JPW_SLEEP_MIN"      // handler sleep, lower bound (duration)
+	mpEnvSleepMax    = "JPW_SLEEP_MAX"      // handler sleep, upper bound (duration)
+	mpEnvBlockIDs    = "JPW_BLOCK_IDS"      // job ids whose handler blocks, comma-separated
+	mpEnvBlockUpTo   = "JPW_BLOCK_ATTEMPTS" // block only attempts <= this (0: every attempt)
+	mpEnvLeaseTTL    = "JPW_LEASE_TTL"      // dispatcher.Config.LeaseTTL
+	mpEnvRescue      = "JPW_RESCUE"         // dispatcher.Config.RescueInterval
+	mpEnvLeaderTTL   = "JPW_LEADER_TTL"     // dispatcher.Config.LeaderTTL
+	mpEnvPoll        = "JPW_POLL"           // dispatcher.Config.PollInterval
+	mpEnvConcurrency = "JPW_CONCURRENCY"    // dispatcher.Config.Concurrency
+	mpEnvRetryDelay  = "JPW_RETRY_DELAY"    // the kind's constant backoff
+)
+
+// Lines a worker writes on its stdout for the test: mpReadyLine once its dispatcher has started,
+// mpStatsLine followed by the dispatcher's Stats as JSON once it has stopped.
+const (
+	mpReadyLine = "JPW-READY"
+	mpStatsLine = "JPW-STATS "
+)
+
+// Tables of the test's schema that the workers use besides the kind's own.
+const (
+	// mpLedgerDDL: one row per handler call, inserted when the handler starts and completed (ended_at,
+	// outcome) when it returns. Both writes are autocommitted on a pool of their own, outside any job
+	// transaction, so a start stays visible when the worker is killed afterwards.
+	mpLedgerDDL = `CREATE TABLE mp_ledger (
+	n bigserial PRIMARY KEY,
+	job_id bigint NOT NULL,
+	blog_id bigint NOT NULL,
+	seq bigint NOT NULL,
+	attempt int NOT NULL,
+	token bigint NOT NULL,
+	slot int NOT NULL,
+	pid int NOT NULL,
+	node text NOT NULL,
+	started_at timestamptz NOT NULL,
+	ended_at timestamptz,
+	outcome text)`
+	// mpReleaseDDL: a blocking handler returns once its job's id is inserted here.
+	mpReleaseDDL = `CREATE TABLE mp_release (job_id bigint PRIMARY KEY)`
+)
+
+// mpJob is the data of the multi-process tests' kind: at most one job per blog runs at once, and
+// seq numbers a blog's jobs in the order they were enqueued.
+type mpJob struct {
+	BlogID int64 `jobpipe:"blog_id,key"`
+	Seq    int64 `jobpipe:"seq"`
+}
+
+// mpDefineKind defines the kind the test and its workers share. retryDelay is the constant backoff,
+// which the rescuer also applies to a job whose lease expired.
+func mpDefineKind(name string, retryDelay time.Duration) (*jobinfo.Kind[mpJob], error) {
+	return jobinfo.Define[mpJob](name, jobinfo.MaxAttempts(5), jobinfo.Backoff(backoff.Constant(retryDelay)))
+}
+
+// mpDefaultRetryDelay is the kind's backoff unless a test sets JPW_RETRY_DELAY.
+const mpDefaultRetryDelay = 200 * time.Millisecond
+
+// runWorker is the worker process's main. It returns the exit code: 0 after a clean SIGTERM shutdown,
+// 1 when Stop failed, 2 when the worker could not start.
+func runWorker() int {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	fail := func(format string, args ...any) int {
+		logger.Error(fmt.Sprintf(format, args...))
+		return 2
+	}
+	env := func(key string) string { return strings.TrimSpace(os.Getenv(key)) }
+	dur := func(key string, def time.Duration) (time.Duration, error) {
+		v := env(key)
+		if v == "" {
+			return def, nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s=%q: %w", key, v, err)
+		}
+		return d, nil
+	}
+	var errs []error
+	must := func(d time.Duration, err error) time.Duration {
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return d
+	}
+	sleepMin := must(dur(mpEnvSleepMin, 0))
+	sleepMax := must(dur(mpEnvSleepMax, 0))
+	leaseTTL := must(dur(mpEnvLeaseTTL, 0))
+	rescue := must(dur(mpEnvRescue, 0))
+	leaderTTL := must(dur(mpEnvLeaderTTL, 0))
+	poll := must(dur(mpEnvPoll, 0))
+	retryDelay := must(dur(mpEnvRetryDelay, mpDefaultRetryDelay))
+	concurrency := 4
+	if v := env(mpEnvConcurrency); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", mpEnvConcurrency, v, err))
+		}
+		concurrency = n
+	}
+	blockIDs := map[int64]bool{}
+	for _, f := range strings.Split(env(mpEnvBlockIDs), ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q: %w", mpEnvBlockIDs, f, err))
+		}
+		blockIDs[id] = true
+	}
+	blockUpTo := 0
+	if v := env(mpEnvBlockUpTo); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", mpEnvBlockUpTo, v, err))
+		}
+		blockUpTo = n
+	}
+	if len(errs) > 0 {
+		return fail("worker: bad settings: %v", errs)
+	}
+	if sleepMax < sleepMin {
+		return fail("worker: %s %v < %s %v", mpEnvSleepMax, sleepMax, mpEnvSleepMin, sleepMin)
+	}
+	dbURL, nodes, node := env(mpEnvDatabaseURL), env(mpEnvRedis), env(mpEnvNode)
+	if dbURL == "" || nodes == "" || node == "" || env(mpEnvKind) == "" {
+		return fail("worker: %s, %s, %s and %s are required", mpEnvDatabaseURL, mpEnvRedis, mpEnvNode, mpEnvKind)
+	}
+	kind, err := mpDefineKind(env(mpEnvKind), retryDelay)
+	if err != nil {
+		return fail("worker: %v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	// The dispatcher's pool, and a small one of the ledger's own so that the ledger's writes never
+	// wait behind claims and heartbeats (or delay them).
+	newPool := func(size int32) (*pgxpool.Pool, error) {
+		cfg, err := pgxpool.ParseConfig(dbURL)
+		if err != nil {
+			return nil, err
+		}
+		cfg.MaxConns = size
+		return pgxpool.NewWithConfig(ctx, cfg)
+	}
+	db, err := newPool(4)
+	if err != nil {
+		return fail("worker: dispatcher pool: %v", err)
+	}
+	defer db.Close()
+	ledger, err := newPool(3)
+	if err != nil {
+		return fail("worker: ledger pool: %v", err)
+	}
+	defer ledger.Close()
+	clients, err := execlock.NewClients(strings.Split(nodes, ",")...)
+	if err != nil {
+		return fail("worker: %v", err)
+	}
+	defer func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}()
+
+	d, err := dispatcher.New(dispatcher.Config{
+		DB: db, Redis: clients, RedisPrefix: env(mpEnvPrefix), NodeName: node,
+		Concurrency: concurrency, LeaseTTL: leaseTTL, PollInterval: poll,
+		RescueInterval: rescue, LeaderTTL: leaderTTL, Logger: logger,
+	})
+	if err != nil {
+		return fail("worker: %v", err)
+	}
+	pid := os.Getpid()
+	handler := func(jctx context.Context, j *dispatcher.Job[mpJob]) error {
+		// The ledger's writes must happen whatever becomes of the job's context.
+		lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var n int64
+		err := ledger.QueryRow(lctx, `INSERT INTO mp_ledger (job_id, blog_id, seq, attempt, token, slot, pid, node, started_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp()) RETURNING n`,
+			j.ID, j.Data.BlogID, j.Data.Seq, j.Attempt, j.Token, j.Slot, pid, node).Scan(&n)
+		if err != nil {
+			logger.Error("worker: ledger start", "id", j.ID, "err", err)
+			return fmt.Errorf("ledger start: %w", err)
+		}
+		var result error
+		if blockIDs[j.ID] && (blockUpTo == 0 || j.Attempt <= blockUpTo) {
+			result = mpBlock(jctx, ledger, j.ID)
+		} else {
+			sleep := sleepMin
+			if sleepMax > sleepMin {
+				sleep += rand.N(sleepMax - sleepMin + 1)
+			}
+			select {
+			case <-time.After(sleep):
+			case <-jctx.Done():
+				result = context.Cause(jctx)
+			}
+		}
+		outcome := "ok"
+		if result != nil {
+			outcome = result.Error()
+		}
+		if _, err := ledger.Exec(lctx, `UPDATE mp_ledger SET ended_at = clock_timestamp(), outcome = $2 WHERE n = $1`, n, outcome); err != nil {
+			logger.Error("worker: ledger end", "id", j.ID, "err", err)
+			return fmt.Errorf("ledger end: %w", err)
+		}
+		return result
+	}
+	if err := dispatcher.Register(d, kind, handler); err != nil {
+		return fail("worker: %v", err)
+	}
+	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
+	err = d.Start(startCtx)
+	cancelStart()
+	if err != nil {
+		return fail("worker: Start: %v", err)
+	}
+	fmt.Println(mpReadyLine)
+
+	<-ctx.Done()
+	began := time.Now()
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelStop()
+	code := 0
+	if err := d.Stop(stopCtx); err != nil {
+		logger.Error("worker: Stop", "err", err)
+		code = 1
+	}
+	st, _ := json.Marshal(d.Stats())
+	fmt.Println(mpStatsLine + string(st))
+	logger.Info("worker: stopped", "node", node, "in", time.Since(began).Round(time.Millisecond), "stats", string(st))
+	return code
+}
+
+// mpBlock holds a job until the test releases it (a row in mp_release) or its context ends.
+func mpBlock(ctx context.Context, db *pgxpool.Pool, id int64) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+		var released bool
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := db.QueryRow(qctx, `SELECT EXISTS (SELECT 1 FROM mp_release WHERE job_id = $1)`, id).Scan(&released)
+		cancel()
+		if err == nil && released {
+			return nil
+		}
+	}
+}

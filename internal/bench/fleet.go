@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobpipe/jobpipe/dispatcher"
+)
+
+// fleet is the dispatchers of a run, each with a pool (and Redis clients) of its own, as separate
+// processes would have.
+type fleet struct {
+	ds      []*dispatcher.Dispatcher
+	pools   []*pgxpool.Pool
+	stopped bool
+}
+
+// startFleet starts n dispatchers named label-0, label-1..., registering the kinds through reg. With
+// locks set, each gets its own clients of the run's Redis nodes.
+func (s *session) startFleet(ctx context.Context, n int, label string, locks bool, reg func(*dispatcher.Dispatcher) error) (f *fleet, err error) {
+	f = &fleet{}
+	defer func() {
+		if err != nil {
+			f.stop(ctx)
+			f = nil
+		}
+	}()
+	for i := range n {
+		pool, err := pgxpool.NewWithConfig(ctx, s.config(s.opts.Pool))
+		if err != nil {
+			return nil, err
+		}
+		f.pools = append(f.pools, pool)
+		var clients []*redis.Client
+		if locks {
+			if clients, err = s.redis.newClients(); err != nil {
+				return nil, err
+			}
+		}
+		d, err := dispatcher.New(dispatcher.Config{
+			DB: pool, Redis: clients, RedisPrefix: s.redisPrefix(), NodeName: fmt.Sprintf("bench-%s-%d", label, i),
+			Concurrency: s.opts.Workers, ClaimBatch: s.opts.ClaimBatch, Logger: s.logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := reg(d); err != nil {
+			return nil, err
+		}
+		if err := d.Start(ctx); err != nil {
+			return nil, err
+		}
+		f.ds = append(f.ds, d)
+	}
+	return f, nil
+}
+
+func (s *session) redisPrefix() string {
+	if s.redis == nil {
+		return ""
+	}
+	return s.redis.prefix
+}
+
+// stats sums the dispatchers' counters.
+func (f *fleet) stats() dispatcher.Stats {
+	var t dispatcher.Stats
+	for _, d := range f.ds {
+		s := d.Stats()
+		t.Claimed += s.Claimed
+		t.Processed += s.Processed
+		t.Retried += s.Retried
+		t.Failed += s.Failed
+		t.Snoozed += s.Snoozed
+		t.RunAgain += s.RunAgain
+		t.Released += s.Released
+		t.StaleFinishes += s.StaleFinishes
+		t.LeasesLost += s.LeasesLost
+		t.ClaimsRefused += s.ClaimsRefused
+		t.Rescued += s.Rescued
+	}
+	return t
+}
+
+// processed is how many outcomes "processed" the dispatchers have recorded.
+func (f *fleet) processed() int64 { return f.stats().Processed }
+
+// stop stops every dispatcher (at most cleanupTimeout) and closes the pools; stats stay readable. It
+// is safe to call twice.
+func (f *fleet) stop(ctx context.Context) error {
+	if f.stopped {
+		return nil
+	}
+	f.stopped = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	var errs []error
+	for _, d := range f.ds {
+		errs = append(errs, d.Stop(ctx))
+	}
+	for _, p := range f.pools {
+		p.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// waitProcessed waits until the fleet has recorded want processed jobs.
+func (s *session) waitProcessed(ctx context.Context, f *fleet, want int64) error {
+	return waitFor(ctx, fmt.Sprintf("%d jobs to be processed", want), s.opts.Timeout, pollEvery, func() (bool, error) {
+		return f.processed() >= want, nil
+	})
+}

@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobpipe/jobpipe/jobinfo"
+)
+
+// Options configures one run. Zero fields take the scenario's default (see Defaults), except the
+// writers, which must be set, and DB.
+type Options struct {
+	// Scenario is one of Scenarios().
+	Scenario string
+	// DB is the connection configuration; the run sets search_path to Schema on copies of it.
+	DB *pgxpool.Config
+	// RedisNodes are the lock nodes (unique only), used unless SpawnRedis is set.
+	RedisNodes []string
+	// SpawnRedis starts this many throw-away redis-server processes for the run instead.
+	SpawnRedis int
+	// Schema is the schema the run owns: created afresh, dropped at the end unless Keep.
+	// Default jobpipe_bench_<scenario>.
+	Schema string
+	Keep   bool
+
+	Jobs, Keys, Backlog int
+	// Duration is steady's measured window.
+	Duration time.Duration
+	// Dispatchers is a list for herd; the other scenarios take one number.
+	Dispatchers []int
+	// Workers is each dispatcher's Concurrency; ClaimBatch its ClaimBatch; Pool its pool's MaxConns.
+	Workers, ClaimBatch, Pool int
+	// Batch is how many jobs one EnqueueMany call inserts.
+	Batch int
+	// Sizes are select's pending-row counts; Repeat its timed passes per size.
+	Sizes  []int
+	Repeat int
+	// Lead is how long after the herd's insert starts its jobs fall due.
+	Lead time.Duration
+	// Explain prints EXPLAIN (ANALYZE, BUFFERS) of the dispatcher's head query (select).
+	Explain bool
+	// Progress is how often a progress line is written to Log; negative turns it off.
+	Progress time.Duration
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+
+	// Out receives the table and the RESULT line; Log the progress lines and the dispatchers' warnings.
+	Out, Log io.Writer
+}
+
+// Defaults of every scenario; BENCHMARKS.md sets the sizes.
+const (
+	DefaultDrainJobs   = 1_000_000
+	DefaultUniqueJobs  = 1_000_000
+	DefaultHerdJobs    = 100_000
+	DefaultUniqueKeys  = 10_000
+	DefaultSelectKeys  = 100_000
+	DefaultBacklog     = 75_000
+	DefaultDuration    = 60 * time.Second
+	DefaultWorkers     = 100
+	DefaultClaimBatch  = 100
+	DefaultPool        = 8
+	DefaultHerdPool    = 4
+	DefaultBatch       = 10_000
+	DefaultRepeat      = 20
+	DefaultLead        = 5 * time.Second
+	DefaultProgress    = time.Second
+	DefaultTimeout     = 30 * time.Minute
+	maxLedgerJobs      = ledgerChunks << ledgerChunkBits
+	maxHeadsPerPass    = 1000
+	selectWarmupPasses = 2
+)
+
+// DefaultHerdDispatchers and DefaultSizes are the sweeps of herd and select.
+var (
+	DefaultHerdDispatchers = []int{1, 3, 5, 7, 10}
+	DefaultSizes           = []int{10_000, 100_000, 1_000_000}
+)
+
+// withDefaults returns o with zero fields set for its scenario.
+func (o Options) withDefaults() Options {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	switch o.Scenario {
+	case "drain":
+		def(&o.Jobs, DefaultDrainJobs)
+	case "unique":
+		def(&o.Jobs, DefaultUniqueJobs)
+		def(&o.Keys, DefaultUniqueKeys)
+	case "herd":
+		def(&o.Jobs, DefaultHerdJobs)
+		def(&o.Pool, DefaultHerdPool)
+		if len(o.Dispatchers) == 0 {
+			o.Dispatchers = slices.Clone(DefaultHerdDispatchers)
+		}
+	case "select":
+		def(&o.Keys, DefaultSelectKeys)
+		if len(o.Sizes) == 0 {
+			o.Sizes = slices.Clone(DefaultSizes)
+		}
+	}
+	def(&o.Backlog, DefaultBacklog)
+	def(&o.Workers, DefaultWorkers)
+	def(&o.ClaimBatch, DefaultClaimBatch)
+	def(&o.Pool, DefaultPool)
+	def(&o.Batch, DefaultBatch)
+	def(&o.Repeat, DefaultRepeat)
+	if len(o.Dispatchers) == 0 {
+		o.Dispatchers = []int{1}
+	}
+	if o.Duration == 0 {
+		o.Duration = DefaultDuration
+	}
+	if o.Lead == 0 {
+		o.Lead = DefaultLead
+	}
+	if o.Progress == 0 {
+		o.Progress = DefaultProgress
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Schema == "" {
+		o.Schema = "jobpipe_bench_" + o.Scenario
+	}
+	slices.Sort(o.Sizes)
+	return o
+}
+
+// Validate checks o after defaults, naming the command-line flag of each problem. Every problem is
+// reported at once. DB, Out and Log are checked by Run.
+func (o Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !slices.Contains(Scenarios(), o.Scenario) {
+		bad("unknown scenario %q: want one of %v", o.Scenario, Scenarios())
+	}
+	if o.Schema != "" {
+		if err := jobinfo.ValidateName("schema", o.Schema); err != nil {
+			bad("--schema: %v", err)
+		}
+	}
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"--jobs", o.Jobs}, {"--keys", o.Keys}, {"--backlog", o.Backlog}, {"--workers", o.Workers},
+		{"--claim-batch", o.ClaimBatch}, {"--pool", o.Pool}, {"--batch", o.Batch}, {"--repeat", o.Repeat}} {
+		if c.v < 0 {
+			bad("%s must be positive, not %d", c.flag, c.v)
+		}
+	}
+	if o.Jobs > maxLedgerJobs || o.Backlog > maxLedgerJobs {
+		bad("--jobs and --backlog must be at most %d", maxLedgerJobs)
+	}
+	if o.SpawnRedis < 0 || o.SpawnRedis > 7 {
+		bad("--spawn-redis must be from 0 to 7, not %d", o.SpawnRedis)
+	}
+	if o.Duration < 0 || o.Lead < 0 || o.Timeout < 0 {
+		bad("--duration, --lead and --timeout must be positive")
+	}
+	for _, d := range o.Dispatchers {
+		if d < 1 || d > 32 {
+			bad("--dispatchers: each count must be from 1 to 32, not %d", d)
+		}
+	}
+	if o.Scenario != "herd" && len(o.Dispatchers) > 1 {
+		bad("--dispatchers: only herd takes a list; %s takes one number", o.Scenario)
+	}
+	for _, s := range o.Sizes {
+		if s < 1 || s > maxLedgerJobs {
+			bad("--sizes: each size must be from 1 to %d, not %d", maxLedgerJobs, s)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,251 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobpipe/jobpipe/execlock"
+)
+
+// redisReadyTimeout is how long a spawned redis-server gets to answer PING.
+const redisReadyTimeout = 10 * time.Second
+
+// redisSet is the lock nodes of a run: the ones named by RedisNodes, or throw-away processes.
+type redisSet struct {
+	nodes   []string
+	procs   []*redisProc
+	prefix  string
+	hook    *lockHook
+	mu      sync.Mutex
+	clients []*redis.Client
+}
+
+// openRedis starts spawn redis-server processes, or uses nodes, and checks that each answers.
+func openRedis(ctx context.Context, nodes []string, spawn int, schema string) (rs *redisSet, err error) {
+	rs = &redisSet{hook: &lockHook{}, prefix: "jobpipe:bench:" + schema + ":" + randomHex(4) + ":"}
+	defer func() {
+		if err != nil {
+			rs.close(context.WithoutCancel(ctx))
+		}
+	}()
+	if spawn > 0 {
+		bin, err := exec.LookPath("redis-server")
+		if err != nil {
+			return nil, fmt.Errorf("--spawn-redis: redis-server is not installed: %w", err)
+		}
+		for range spawn {
+			p, err := startRedis(ctx, bin)
+			if err != nil {
+				return nil, err
+			}
+			rs.procs = append(rs.procs, p)
+			rs.nodes = append(rs.nodes, p.addr)
+		}
+	} else {
+		rs.nodes = nodes
+	}
+	clients, err := rs.newClients()
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range clients {
+		if err := c.Ping(ctx).Err(); err != nil {
+			return nil, fmt.Errorf("Redis node %s does not answer (set --redis-url or REDIS_URL, or use --spawn-redis N): %w", rs.nodes[i], err)
+		}
+	}
+	return rs, nil
+}
+
+// newClients returns a client per node, with the lock-counting hook; closed by close.
+func (rs *redisSet) newClients() ([]*redis.Client, error) {
+	clients, err := execlock.NewClients(rs.nodes...)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range clients {
+		c.AddHook(rs.hook)
+	}
+	rs.mu.Lock()
+	rs.clients = append(rs.clients, clients...)
+	rs.mu.Unlock()
+	return clients, nil
+}
+
+// leftover counts the run's lock keys still in Redis (every lock should be released by now) and
+// deletes them.
+func (rs *redisSet) leftover(ctx context.Context) (int64, error) {
+	var n int64
+	for i := range rs.nodes {
+		opts, err := execlock.ParseNode(rs.nodes[i])
+		if err != nil {
+			return n, err
+		}
+		node := redis.NewClient(opts)
+		iter := node.Scan(ctx, 0, rs.prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			n++
+			node.Del(ctx, iter.Val())
+		}
+		err = iter.Err()
+		node.Close()
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// close closes the clients and kills the spawned processes.
+func (rs *redisSet) close(_ context.Context) {
+	rs.mu.Lock()
+	for _, c := range rs.clients {
+		_ = c.Close()
+	}
+	rs.clients = nil
+	rs.mu.Unlock()
+	for _, p := range rs.procs {
+		p.kill()
+	}
+}
+
+// redisProc is a redis-server this run started: no persistence, on 127.0.0.1, killed by its pid.
+type redisProc struct {
+	addr   string
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// startRedis starts redis-server on a free port and waits until it answers. Another process may
+// take the port between the check and the bind, so a few ports are tried.
+func startRedis(ctx context.Context, bin string) (*redisProc, error) {
+	var errs []error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		p, err := startRedisOn(ctx, bin, port)
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+func startRedisOn(ctx context.Context, bin string, port int) (*redisProc, error) {
+	dir, err := os.MkdirTemp("", "jobpipe-bench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "no", "--daemonize", "no", "--dir", dir, "--logfile", "")
+	cmd.SysProcAttr = childProcAttr()
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("--spawn-redis: starting redis-server: %w", err)
+	}
+	p := &redisProc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	if err := p.waitReady(ctx); err != nil {
+		p.kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *redisProc) waitReady(ctx context.Context) error {
+	c := redis.NewClient(&redis.Options{Addr: p.addr, DialTimeout: time.Second, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(redisReadyTimeout)
+	for {
+		err := c.Ping(ctx).Err()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("--spawn-redis: redis-server on %s exited at start", p.addr)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("--spawn-redis: redis-server on %s did not answer within %v: %w", p.addr, redisReadyTimeout, err)
+		}
+	}
+}
+
+// kill sends SIGKILL to the process by its pid and waits for it to exit.
+func (p *redisProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+	os.RemoveAll(p.dir)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("--spawn-redis: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// lockHook counts the lock commands the dispatchers send: SET NX (an acquire attempt on one node;
+// nil means another holder had the key) and the scripts redsync runs to release and extend.
+type lockHook struct {
+	setNX, setNXTaken, scripts, errs atomic.Int64
+	setNXTime, scriptTime            atomic.Int64 // nanoseconds
+}
+
+func (h *lockHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lockHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *lockHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		start := time.Now()
+		err := next(ctx, cmd)
+		d := int64(time.Since(start))
+		if err != nil && !errors.Is(err, redis.Nil) {
+			h.errs.Add(1)
+		}
+		switch cmd.Name() {
+		case "set":
+			h.setNX.Add(1)
+			h.setNXTime.Add(d)
+			if b, ok := cmd.(*redis.BoolCmd); ok && err == nil && !b.Val() {
+				h.setNXTaken.Add(1)
+			}
+		case "evalsha", "eval":
+			h.scripts.Add(1)
+			h.scriptTime.Add(d)
+		}
+		return err
+	}
+}

@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobpipe/jobpipe/jobinfo"
+	"github.com/jobpipe/jobpipe/migrations"
+)
+
+// schemaMarker is the comment a run puts on its schema: a schema that has tables and not this comment
+// was not made by a run, and is never dropped.
+const schemaMarker = "jobpipe bench: dropped at the end of the run"
+
+// cleanupTimeout bounds dropping the schema and stopping dispatchers after the run's context ended.
+const cleanupTimeout = 30 * time.Second
+
+// session is one run's world: its schema, its own pool (setup, inserts, checks), the tracer on the
+// dispatchers' pools, and the Redis nodes when the scenario needs them.
+type session struct {
+	opts   Options
+	report *Report
+	db     *pgxpool.Pool
+	trace  *tracer
+	redis  *redisSet
+	logger *slog.Logger
+}
+
+// open creates the run's schema afresh and applies jobpipe's migrations to it.
+func open(ctx context.Context, o Options, r *Report) (*session, error) {
+	s := &session{opts: o, report: r, trace: newTracer(),
+		logger: slog.New(slog.NewTextHandler(o.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if err := s.createSchema(ctx); err != nil {
+		return nil, err
+	}
+	cfg := s.config(DefaultPool)
+	cfg.ConnConfig.Tracer = nil
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		s.dropSchema(ctx)
+		return nil, err
+	}
+	s.db = db
+	if err := migrations.Up(ctx, db); err != nil {
+		s.close(ctx)
+		return nil, fmt.Errorf("applying jobpipe's migrations: %w", err)
+	}
+	return s, nil
+}
+
+// config returns a copy of the connection configuration in the run's schema, with maxConns
+// connections and the statement tracer.
+func (s *session) config(maxConns int) *pgxpool.Config {
+	cfg := s.opts.DB.Copy()
+	cfg.ConnConfig.RuntimeParams["search_path"] = s.opts.Schema
+	cfg.ConnConfig.RuntimeParams["application_name"] = "jobpipe bench " + s.opts.Scenario
+	cfg.ConnConfig.Tracer = s.trace
+	cfg.MaxConns = int32(maxConns)
+	return cfg
+}
+
+func (s *session) createSchema(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.opts.DB.ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var comment *string
+	var objects int
+	err = conn.QueryRow(ctx, `SELECT obj_description(n.oid, 'pg_namespace'),
+		(SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
+		FROM pg_namespace n WHERE n.nspname = $1`, s.opts.Schema).Scan(&comment, &objects)
+	switch {
+	case err == pgx.ErrNoRows:
+	case err != nil:
+		return err
+	case objects > 0 && (comment == nil || *comment != schemaMarker):
+		return fmt.Errorf("schema %s exists, holds %d objects and was not made by jobpipe bench: pick another --schema", s.opts.Schema, objects)
+	}
+	name := pgx.Identifier{s.opts.Schema}.Sanitize()
+	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE; CREATE SCHEMA "+name+
+		"; COMMENT ON SCHEMA "+name+" IS '"+schemaMarker+"'")
+	if err != nil {
+		return fmt.Errorf("creating schema %s: %w", s.opts.Schema, err)
+	}
+	return nil
+}
+
+func (s *session) dropSchema(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, s.opts.DB.ConnConfig.Copy())
+	if err == nil {
+		_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.opts.Schema}.Sanitize()+" CASCADE")
+		conn.Close(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(s.opts.Log, "bench: dropping schema %s: %v\n", s.opts.Schema, err)
+	}
+}
+
+// close drops the schema unless Keep, closes the pool and the Redis clients, and kills spawned nodes.
+func (s *session) close(ctx context.Context) {
+	if s.db != nil {
+		s.db.Close()
+	}
+	if s.redis != nil {
+		s.redis.close(ctx)
+	}
+	if s.opts.Keep {
+		fmt.Fprintf(s.opts.Log, "bench: schema %s kept (--keep)\n", s.opts.Schema)
+		return
+	}
+	s.dropSchema(ctx)
+}
+
+// createKind defines the kind name from T and creates its table through the public table generator.
+func createKind[T any](ctx context.Context, s *session, name string, opts ...jobinfo.Option) (*jobinfo.Kind[T], error) {
+	kind, err := jobinfo.Define[T](name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ddl, err := kind.TableSpec().CreateSQL()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.db.Exec(ctx, ddl); err != nil {
+		return nil, fmt.Errorf("creating the table of kind %s: %w", name, err)
+	}
+	return kind, nil
+}
+
+// connectRedis opens the lock nodes the options name or spawn.
+func (s *session) connectRedis(ctx context.Context) error {
+	rs, err := openRedis(ctx, s.opts.RedisNodes, s.opts.SpawnRedis, s.opts.Schema)
+	if err != nil {
+		return err
+	}
+	s.redis = rs
+	return nil
+}
+
+// truncate empties a kind's table and restarts its ids, between the rounds of a sweep.
+func (s *session) truncate(ctx context.Context, table pgx.Identifier) error {
+	_, err := s.db.Exec(ctx, "TRUNCATE "+table.Sanitize()+" RESTART IDENTITY")
+	return err
+}
+
+// waitFor polls cond every interval until it holds, ctx ends, or timeout passes.
+func waitFor(ctx context.Context, what string, timeout, interval time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gave up after %v waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted while waiting for %s: %w", what, context.Cause(ctx))
+		case <-time.After(interval):
+		}
+	}
+}

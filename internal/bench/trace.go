@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// tracer times every statement sent through the dispatchers' pools, by what the statement does, as
+// the client sees it (round trip, server time and reading the rows): where a scenario's time goes,
+// without pg_stat_statements.
+type tracer struct {
+	mu    sync.Mutex
+	stats map[string]*stmtStat
+}
+
+type stmtStat struct {
+	calls      int64
+	rows       int64
+	total, max time.Duration
+}
+
+type traceStart struct {
+	label string
+	at    time.Time
+}
+
+type traceKey struct{}
+
+func newTracer() *tracer { return &tracer{stats: map[string]*stmtStat{}} }
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, traceKey{}, traceStart{statementLabel(data.SQL), time.Now()})
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (t *tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	t.end(ctx, data.CommandTag.RowsAffected())
+}
+
+// TraceCopyFromStart implements pgx.CopyFromTracer.
+func (t *tracer) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	return context.WithValue(ctx, traceKey{}, traceStart{"copy (enqueue)", time.Now()})
+}
+
+// TraceCopyFromEnd implements pgx.CopyFromTracer.
+func (t *tracer) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceCopyFromEndData) {
+	t.end(ctx, data.CommandTag.RowsAffected())
+}
+
+func (t *tracer) end(ctx context.Context, rows int64) {
+	s, ok := ctx.Value(traceKey{}).(traceStart)
+	if !ok {
+		return
+	}
+	d := time.Since(s.at)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.stats[s.label]
+	if st == nil {
+		st = &stmtStat{}
+		t.stats[s.label] = st
+	}
+	st.calls++
+	st.rows += rows
+	st.total += d
+	st.max = max(st.max, d)
+}
+
+// reset forgets what was timed so far, so a report covers only the measured phase.
+func (t *tracer) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stats = map[string]*stmtStat{}
+}
+
+// statementRow is one statement kind's timings in a report.
+type statementRow struct {
+	Statement string  `json:"statement"`
+	Calls     int64   `json:"calls"`
+	Rows      int64   `json:"rows"`
+	TotalS    float64 `json:"total_s"`
+	MeanMs    float64 `json:"mean_ms"`
+	MaxMs     float64 `json:"max_ms"`
+}
+
+// rows returns the timings, most total time first.
+func (t *tracer) rows() []statementRow {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []statementRow
+	for label, s := range t.stats {
+		out = append(out, statementRow{Statement: label, Calls: s.calls, Rows: s.rows, TotalS: round(s.total.Seconds(), 3),
+			MeanMs: ms(s.total / time.Duration(max(s.calls, 1))), MaxMs: ms(s.max)})
+	}
+	slices.SortFunc(out, func(a, b statementRow) int {
+		if a.TotalS != b.TotalS {
+			if a.TotalS > b.TotalS {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Statement, b.Statement)
+	})
+	return out
+}
+
+// table returns the timings as a report table.
+func (t *tracer) table(title string) Table {
+	tab := Table{Title: title, Header: []string{"statement", "calls", "rows", "total s", "mean ms", "max ms"}}
+	for _, r := range t.rows() {
+		tab.Rows = append(tab.Rows, []string{r.Statement, format(r.Calls), format(r.Rows), format(r.TotalS),
+			format(r.MeanMs), format(r.MaxMs)})
+	}
+	return tab
+}
+
+// statementLabels name the statements jobpipe sends, by a fragment only that statement contains
+// (checked in order). They follow dispatcher/queries.go, leader.go and uniqueness; a statement that
+// matches none is labelled by its first words.
+var statementLabels = []struct{ fragment, label string }{
+	{"WITH expired AS", "rescue"},
+	{"FOR UPDATE SKIP LOCKED)\nUPDATE", "claim plain (select+update)"},
+	{"WITH candidates AS (", "select heads: fast walk (keyed)"},
+	{"WITH RECURSIVE k AS (", "select heads: key scan (keyed)"},
+	{"AND NOT EXISTS (SELECT 1 FROM", "select heads (keyed)"},
+	{"FROM unnest($1::bigint[], $2::int[]) AS u(id, slot)", "claim ids (keyed)"},
+	{"AS u(id, token, outcome, err, delay)", "finish (batch)"},
+	{"SET lease_expires_at = now() + make_interval(secs => $3)", "heartbeat"},
+	{"SELECT min(t.process_after)", "next due time"},
+	{"INTO jobpipe_leaders", "leader lease"},
+	{"array_agg(nextval(", "reserve ids (enqueue)"},
+	{"SELECT pg_notify(", "notify (enqueue)"},
+	{"INSERT INTO jobpipe_kinds", "register kind"},
+}
+
+func statementLabel(sql string) string {
+	for _, l := range statementLabels {
+		if strings.Contains(sql, l.fragment) {
+			return l.label
+		}
+	}
+	f := strings.Fields(sql)
+	if len(f) > 4 {
+		f = f[:4]
+	}
+	return strings.ToLower(strings.Join(f, " "))
+}

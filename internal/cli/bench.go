@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+
+	"github.com/jobpipe/jobpipe/internal/bench"
+)
+
+const benchUsage = `usage: jobpipe bench drain|steady|unique|herd|select [flags]
+
+Runs one benchmark of docs/benchmarks.md against PostgreSQL (and Redis for unique) in a schema of its
+own, created afresh (jobpipe's migrations applied, the kinds created with jobinfo.Define and
+TableSpec.CreateSQL) and dropped at the end unless --keep. It writes a progress line every second to
+stderr, then a table to stdout and, as the last line, one RESULT line of key=value pairs, e.g.
+  RESULT scenario=drain jobs=1000000 ... jobs_per_s=32051 ... duplicates=0 lost=0 early=0 verified=true
+Every scenario counts its handler runs per job and checks them against the table: duplicates (jobs run
+more than once), lost (never run, or not processed) and early (started before process_after) must be
+0, or the command exits 1.
+
+scenarios and targets (BENCHMARKS.md, the 2-core machine):
+  drain   pre-insert --jobs no-op jobs of a plain kind, then work them all; also the table's dead
+          tuples after                                                       >= 30,000 jobs/s
+  steady  insert and work for --duration, keeping about --backlog waiting    >= 30,000 jobs/s
+  unique  --jobs jobs over --keys keys of a keyed kind (one per key at a time, redsync); checks that
+          no key ever runs two jobs and each key's jobs start in order      >= 15,000 jobs/s with
+          1 Redis node, >= 10,000 with 3 (--spawn-redis 3)
+  herd    --jobs jobs due at one instant, worked by each count of --dispatchers (each dispatcher its
+          own pool): 0 wasted claims, every job started within 2 s of due, 0 early starts, and a time
+          that does not grow with dispatchers
+  select  for each of --sizes pending rows over --keys keys, one dispatch pass choosing 1,000 heads:
+          the dispatcher's statements, and a recursive-CTE skip scan for comparison
+                                                   p50 <= 20 ms at 1M rows and <= 2x the 10k figure
+
+flags (defaults in brackets):
+  --database-url URL   PostgreSQL [$DATABASE_URL, else ` + defaultDatabaseURL + `]
+  --redis-url NODES    Redis lock nodes, comma-separated host:port or redis:// URLs (unique only)
+                       [$REDIS_URL, else ` + benchRedisDefault + `]
+  --spawn-redis N      start N throw-away redis-server processes on free ports for the run instead
+                       (no persistence; killed at the end, also on error or interrupt) [0]
+  --schema NAME        the schema the run owns [jobpipe_bench_SCENARIO]
+  --keep               keep the schema at the end
+  --jobs N             jobs [drain 1000000, unique 1000000, herd 100000]
+  --keys N             keys [unique 10000, select 100000; select uses min(keys, size)]
+  --duration D         steady: the measured window [60s]
+  --backlog N          steady: waiting jobs to keep [75000]
+  --dispatchers LIST   dispatchers in this process, each with its own pool [herd 1,3,5,7,10; others 1]
+  --workers N          each dispatcher's Concurrency [100]
+  --claim-batch N      each dispatcher's ClaimBatch [100]
+  --pool N             connections in each dispatcher's pool [8; herd 4]
+  --batch N            jobs per EnqueueMany call [10000]
+  --sizes LIST         select: pending rows per round [10000,100000,1000000]
+  --repeat N           select: timed passes per size and statement, after 2 warm-ups [20]
+  --lead D             herd: the jobs fall due this long after their insert starts [5s]
+  --explain            select: print EXPLAIN (ANALYZE, BUFFERS) of the statements at the largest size
+                       (always in --json)
+  --json FILE          write the whole report as JSON
+  --cpuprofile FILE    write a CPU profile of this process
+  --progress D         interval of the progress lines; 0 turns them off [1s]
+  --timeout D          give up after this long [30m]
+Counts take k and M suffixes in lists (--sizes 10k,100k,1M).
+
+Exit status: 0 when the run finished and its accounting holds, 1 when it failed or found a lost,
+doubled or early job, 2 when the command line is wrong.
+`
+
+// benchRedisDefault is the lock node bench uses without --redis-url or REDIS_URL.
+const benchRedisDefault = "127.0.0.1:6379"
+
+func init() {
+	register(&command{name: "bench", summary: "run a benchmark scenario and check its accounting", usage: benchUsage, run: runBench})
+}
+
+// benchFlags are the command line's values before they become bench.Options.
+type benchFlags struct {
+	dbURL, redisURL, json, cpuprofile, dispatchers, sizes string
+	opts                                                  bench.Options
+}
+
+func (f *benchFlags) define(fs *flag.FlagSet) {
+	o := &f.opts
+	fs.StringVar(&f.dbURL, "database-url", "", "")
+	fs.StringVar(&f.redisURL, "redis-url", "", "")
+	fs.IntVar(&o.SpawnRedis, "spawn-redis", 0, "")
+	fs.StringVar(&o.Schema, "schema", "", "")
+	fs.BoolVar(&o.Keep, "keep", false, "")
+	fs.IntVar(&o.Jobs, "jobs", 0, "")
+	fs.IntVar(&o.Keys, "keys", 0, "")
+	fs.DurationVar(&o.Duration, "duration", 0, "")
+	fs.IntVar(&o.Backlog, "backlog", 0, "")
+	fs.StringVar(&f.dispatchers, "dispatchers", "", "")
+	fs.IntVar(&o.Workers, "workers", 0, "")
+	fs.IntVar(&o.ClaimBatch, "claim-batch", 0, "")
+	fs.IntVar(&o.Pool, "pool", 0, "")
+	fs.IntVar(&o.Batch, "batch", 0, "")
+	fs.StringVar(&f.sizes, "sizes", "", "")
+	fs.IntVar(&o.Repeat, "repeat", 0, "")
+	fs.DurationVar(&o.Lead, "lead", 0, "")
+	fs.BoolVar(&o.Explain, "explain", false, "")
+	fs.StringVar(&f.json, "json", "", "")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "")
+	fs.DurationVar(&o.Progress, "progress", bench.DefaultProgress, "")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "")
+}
+
+// parseBench turns the command line into options; every error is a usage error.
+func parseBench(e *env, args []string) (*benchFlags, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	f := &benchFlags{}
+	f.define(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(pos) == 0:
+		return nil, usagef("missing the scenario: one of %s", strings.Join(bench.Scenarios(), ", "))
+	case len(pos) > 1:
+		return nil, usagef("too many arguments %q: give one scenario", pos)
+	}
+	o := &f.opts
+	o.Scenario = pos[0]
+	var errs []error
+	fs.Visit(func(fl *flag.Flag) {
+		if v := fl.Value.String(); (v == "0" || v == "0s") && fl.Name != "progress" && fl.Name != "spawn-redis" {
+			errs = append(errs, fmt.Errorf("--%s must be positive, not 0", fl.Name))
+		}
+	})
+	if o.Dispatchers, err = parseCounts("--dispatchers", f.dispatchers); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Sizes, err = parseCounts("--sizes", f.sizes); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Progress == 0 {
+		o.Progress = -1 // off; zero would mean the default
+	}
+	o.RedisNodes = e.benchRedisNodes(f.redisURL)
+	o.Out, o.Log = e.Stdout, e.Stderr
+	if err := errors.Join(errs...); err != nil {
+		return nil, &usageError{err: err}
+	}
+	if err := bench.Normalize(*o).Validate(); err != nil {
+		return nil, &usageError{err: err}
+	}
+	return f, nil
+}
+
+// benchRedisNodes picks the lock nodes: --redis-url, else $REDIS_URL, else the local default.
+func (e *env) benchRedisNodes(flagValue string) []string {
+	v := flagValue
+	if v == "" {
+		v = e.Getenv("REDIS_URL")
+	}
+	if v == "" {
+		v = benchRedisDefault
+	}
+	return strings.Split(v, ",")
+}
+
+// parseCounts parses a comma-separated list of positive counts, allowing k and M suffixes.
+func parseCounts(flagName, s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		p, mult := strings.TrimSpace(part), 1
+		switch {
+		case strings.HasSuffix(p, "k"):
+			p, mult = strings.TrimSuffix(p, "k"), 1_000
+		case strings.HasSuffix(p, "M"):
+			p, mult = strings.TrimSuffix(p, "M"), 1_000_000
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive count (write e.g. 1,3,5 or 10k,1M)", flagName, part)
+		}
+		out = append(out, n*mult)
+	}
+	return out, nil
+}
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	f, err := parseBench(e, args)
+	if err != nil {
+		return err
+	}
+	if f.cpuprofile != "" {
+		stop, err := startCPUProfile(f.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	db, err := e.connect(ctx, f.dbURL)
+	if err != nil {
+		return err
+	}
+	f.opts.DB = db.Config()
+	db.Close()
+	report, err := bench.Run(ctx, f.opts)
+	if err != nil {
+		return err
+	}
+	if f.json != "" {
+		if err := writeBenchJSON(f.json, report); err != nil {
+			return err
+		}
+	}
+	report.Print(e.Stdout, f.opts.Explain)
+	if report.Failed() {
+		return fmt.Errorf("bench %s: the accounting failed: %s", report.Scenario, strings.Join(report.Failures, "; "))
+	}
+	return nil
+}
+
+func writeBenchJSON(path string, r *bench.Report) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	if err := r.WriteJSON(file); err != nil {
+		file.Close()
+		return fmt.Errorf("--json: writing %s: %w", path, err)
+	}
+	return file.Close()
+}
+
+func startCPUProfile(path string) (stop func(), err error) {
+	file, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(file); err != nil {
+		file.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		file.Close()
+	}, nil
+}

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jobpipe/jobpipe/internal/testenv"
+)
+
+// resultLine checks that stdout ends with one RESULT line holding every key in keys and a clean
+// accounting, and returns its pairs.
+func resultLine(t *testing.T, stdout string, keys ...string) map[string]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "RESULT ") {
+		t.Fatalf("the last line is not the RESULT line: %q\n%s", last, stdout)
+	}
+	pairs := map[string]string{}
+	for _, f := range strings.Fields(strings.TrimPrefix(last, "RESULT ")) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			t.Fatalf("RESULT field %q is not key=value: %s", f, last)
+		}
+		pairs[k] = v
+	}
+	for _, k := range append(keys, "duplicates", "lost", "verified") {
+		if _, ok := pairs[k]; !ok {
+			t.Errorf("RESULT lacks %s: %s", k, last)
+		}
+	}
+	if pairs["duplicates"] != "0" || pairs["lost"] != "0" || pairs["verified"] != "true" {
+		t.Errorf("accounting: %s", last)
+	}
+	return pairs
+}
+
+// runBenchCLI runs a bench scenario at a tiny scale in a schema of the test's own and checks that it
+// succeeds.
+func runBenchCLI(t *testing.T, args ...string) (stdout string) {
+	t.Helper()
+	s := testenv.NewSchema(t)
+	args = append([]string{"bench"}, append(args, "--database-url", s.URL, "--schema", s.Name, "--progress", "0")...)
+	code, stdout, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("jobpipe %q: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
+	}
+	return stdout
+}
+
+func TestBenchDrain(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "drain.json")
+	stdout := runBenchCLI(t, "drain", "--jobs", "2000", "--json", out)
+	p := resultLine(t, stdout, "scenario", "jobs", "seconds", "jobs_per_s", "dead_tuples", "early")
+	if p["scenario"] != "drain" || p["jobs"] != "2000" || p["early"] != "0" {
+		t.Errorf("RESULT: %v", p)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Result   map[string]any `json:"result"`
+		Line     string         `json:"result_line"`
+		Failures []string       `json:"failures"`
+		Details  struct {
+			Statements []struct{ Statement string } `json:"statements"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(data, &report); err != nil {
+		t.Fatalf("--json: %v\n%s", err, data)
+	}
+	if report.Result["jobs"] != 2000.0 || len(report.Failures) != 0 || !strings.HasSuffix(stdout, report.Line+"\n") {
+		t.Errorf("--json report: %+v", report)
+	}
+	labels := map[string]bool{}
+	for _, s := range report.Details.Statements {
+		labels[s.Statement] = true
+	}
+	if !labels["claim plain (select+update)"] || !labels["finish (batch)"] {
+		t.Errorf("statement timings lack the claim and the finish: %v", labels)
+	}
+}
+
+func TestBenchSteady(t *testing.T) {
+	t.Parallel()
+	p := resultLine(t, runBenchCLI(t, "steady", "--duration", "2s", "--backlog", "500"),
+		"scenario", "jobs", "seconds", "jobs_per_s", "backlog_mean", "early")
+	if p["scenario"] != "steady" || p["jobs"] == "0" {
+		t.Errorf("RESULT: %v", p)
+	}
+}
+
+func TestBenchUnique(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	p := resultLine(t, runBenchCLI(t, "unique", "--jobs", "2000", "--keys", "50", "--redis-url", strings.Join(r.Addrs, ",")),
+		"scenario", "jobs", "keys", "redis_nodes", "jobs_per_s", "max_per_key", "out_of_order", "lock_taken")
+	if p["max_per_key"] != "1" || p["out_of_order"] != "0" || p["keys"] != "50" {
+		t.Errorf("RESULT: %v", p)
+	}
+}
+
+// --spawn-redis starts its own nodes and kills them at the end.
+func TestBenchUniqueSpawnsRedis(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed")
+	}
+	stdout := runBenchCLI(t, "unique", "--jobs", "600", "--keys", "20", "--spawn-redis", "3")
+	p := resultLine(t, stdout, "redis_nodes", "max_per_key")
+	if p["redis_nodes"] != "3" || p["max_per_key"] != "1" {
+		t.Errorf("RESULT: %v", p)
+	}
+	if !regexp.MustCompile(`(?m)^  redis_spawned +true$`).MatchString(stdout) {
+		t.Errorf("the settings do not say the nodes were spawned:\n%s", stdout)
+	}
+}
+
+func TestBenchHerd(t *testing.T) {
+	t.Parallel()
+	p := resultLine(t, runBenchCLI(t, "herd", "--jobs", "1000", "--dispatchers", "1,3", "--lead", "2s"),
+		"scenario", "dispatchers", "seconds_d1", "seconds_d3", "last_start_s_d3", "wasted_claims", "early")
+	if p["dispatchers"] != "1,3" || p["early"] != "0" {
+		t.Errorf("RESULT: %v", p)
+	}
+}
+
+func TestBenchSelect(t *testing.T) {
+	t.Parallel()
+	stdout := runBenchCLI(t, "select", "--sizes", "1000,5000", "--keys", "500", "--repeat", "3", "--explain")
+	p := resultLine(t, stdout, "scenario", "sizes", "p50_ms_1000", "p95_ms_5000", "skipscan_p50_ms_5000", "ratio", "faster", "bad_heads")
+	if p["sizes"] != "1000,5000" || p["bad_heads"] != "0" {
+		t.Errorf("RESULT: %v", p)
+	}
+	if !strings.Contains(stdout, "EXPLAIN (ANALYZE, BUFFERS) of the dispatcher's fast walk, 5000 pending rows") {
+		t.Errorf("--explain printed no plan:\n%s", stdout)
+	}
+}
+
+// A schema that holds tables the bench did not create is never dropped.
+func TestBenchRefusesForeignSchema(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewSchema(t)
+	if _, err := s.Pool.Exec(context.Background(), "CREATE TABLE precious (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "bench", "drain", "--jobs", "10", "--database-url", s.URL, "--schema", s.Name)
+	if code != 1 || !strings.Contains(stderr, "was not made by jobpipe bench: pick another --schema") {
+		t.Errorf("exit %d, stderr %q; want exit 1 and a refusal", code, stderr)
+	}
+	var n int
+	if err := s.Pool.QueryRow(context.Background(), "SELECT count(*) FROM precious").Scan(&n); err != nil {
+		t.Errorf("the table is gone: %v", err)
+	}
+}
+
+func TestBenchRefusesBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "missing the scenario: one of drain, herd, select, steady, unique"},
+		{[]string{"nosuch"}, `unknown scenario "nosuch": want one of [drain herd select steady unique]`},
+		{[]string{"drain", "steady"}, "too many arguments"},
+		{[]string{"drain", "--jobs", "-1"}, "--jobs must be positive, not -1"},
+		{[]string{"drain", "--jobs", "0"}, "--jobs must be positive, not 0"},
+		{[]string{"steady", "--duration", "0s"}, "--duration must be positive, not 0"},
+		{[]string{"drain", "--dispatchers", "1,3"}, "--dispatchers: only herd takes a list; drain takes one number"},
+		{[]string{"herd", "--dispatchers", "1,x"}, `--dispatchers: "x" is not a positive count`},
+		{[]string{"select", "--sizes", "10k,0"}, `--sizes: "0" is not a positive count`},
+		{[]string{"unique", "--spawn-redis", "-2"}, "--spawn-redis must be from 0 to 7, not -2"},
+		{[]string{"drain", "--schema", "a;b"}, "--schema: "},
+		{[]string{"drain", "--nosuch"}, "flag provided but not defined: -nosuch"},
+	} {
+		code, stdout, stderr := runCLI(t, append([]string{"bench"}, tc.args...)...)
+		if code != 2 || stdout != "" || !strings.HasPrefix(stderr, "jobpipe bench: ") || !strings.Contains(stderr, tc.want) ||
+			!strings.HasSuffix(stderr, benchUsage) {
+			t.Errorf("bench %q: exit %d, stderr %q; want exit 2 and %q with the usage", tc.args, code, firstLine(stderr), tc.want)
+		}
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func TestBenchHelp(t *testing.T) {
+	t.Parallel()
+	code, stdout, _ := runCLI(t, "help", "bench")
+	if code != 0 || stdout != benchUsage {
+		t.Errorf("help bench: exit %d\n%s", code, stdout)
+	}
+	for _, want := range []string{"drain|steady|unique|herd|select", ">= 30,000 jobs/s", "--spawn-redis N", "[herd 1,3,5,7,10; others 1]"} {
+		if !strings.Contains(benchUsage, want) {
+			t.Errorf("the usage lacks %q", want)
+		}
+	}
+}
