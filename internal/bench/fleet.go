@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -108,9 +109,25 @@ func (f *fleet) stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// waitProcessed waits until the fleet has recorded want processed jobs.
+// stallTimeout is how long a run waits without any job being processed before it gives up waiting
+// and goes on to its accounting, which then reports the jobs left as lost.
+const stallTimeout = time.Minute
+
+// waitProcessed waits until the fleet has recorded want processed jobs. When none is processed for
+// stallTimeout, it records a failure and returns nil, so the run still checks and reports every job.
 func (s *session) waitProcessed(ctx context.Context, f *fleet, want int64) error {
+	last, lastAt := f.processed(), time.Now()
 	return waitFor(ctx, fmt.Sprintf("%d jobs to be processed", want), s.opts.Timeout, pollEvery, func() (bool, error) {
-		return f.processed() >= want, nil
+		p := f.processed()
+		if p >= want {
+			return true, nil
+		}
+		if p != last {
+			last, lastAt = p, time.Now()
+		} else if time.Since(lastAt) > stallTimeout {
+			s.report.fail("no job was processed for %v with %d of %d left: gave up waiting", stallTimeout, want-p, want)
+			return true, nil
+		}
+		return false, nil
 	})
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -76,7 +77,7 @@ func (s *session) createSchema(ctx context.Context) error {
 		(SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
 		FROM pg_namespace n WHERE n.nspname = $1`, s.opts.Schema).Scan(&comment, &objects)
 	switch {
-	case err == pgx.ErrNoRows:
+	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
 		return err
 	case objects > 0 && (comment == nil || *comment != schemaMarker):

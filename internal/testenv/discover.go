@@ -135,3 +135,14 @@ Give the tests servers in one of these ways:
 		envOr(envPostgresImage, defaultPostgresImage), envOr(envRedisImage, defaultRedisImage),
 		envPostgresImage, envRedisImage)
 }
+
+// Servers returns the test PostgreSQL server's connection string and the test Redis nodes, found as
+// for every test. It is for code that has no testing.TB, such as runnable examples; tests use
+// NewSchema and NewRedis, which also isolate them.
+func Servers() (postgresURL string, redisNodes []string, err error) {
+	if postgresURL, err = postgresOnce(); err != nil {
+		return "", nil, err
+	}
+	redisNodes, err = redisOnce()
+	return postgresURL, redisNodes, err
+}
