@@ -138,6 +138,9 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 		close(k.fin.reqs)
 		<-k.fin.done
 	}
+	if d.locker != nil {
+		d.locker.Close() // ends its background clean-up of lock deletes; the clients stay the caller's
+	}
 	return err
 }
 

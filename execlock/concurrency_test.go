@@ -20,20 +20,22 @@ import (
 // here. What must not happen is that the losers leave partial locks behind: checked after every
 // round (see gate.go for the bug this catches).
 //
-// Not parallel, like TestTryExecContention: 50 goroutines saturate a small machine (more so under
-// -race), and the other tests' nodes would then miss their deadlines. Run alone, these tests
-// measure contention, not CPU starvation.
+// On an overloaded machine some attempts may miss CallTimeout (ErrUnavailable); they are counted
+// and the round's checks still hold. Not parallel, like TestTryExecContention: 50 goroutines
+// saturate a small machine (more so under -race), and other tests' nodes would then miss their
+// deadlines.
 func TestTryExecRace(t *testing.T) {
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
 			b := setup(t, n, nil)
 			l, ctx := b.locker, context.Background()
 			const racers, rounds = 50, 10
-			won := 0
+			won, unavailable := 0, 0
 			for round := range rounds {
-				winners := race(t, racers, func() (*Lock, error) { return l.TryExec(ctx, "pay", "order-1", 0) })
-				if len(winners) > 1 || (n == 1 && len(winners) != 1) {
-					t.Fatalf("round %d: %d winners", round, len(winners))
+				winners, unav := race(t, racers, func() (*Lock, error) { return l.TryExec(ctx, "pay", "order-1", 0) })
+				unavailable += unav
+				if len(winners) > 1 || (n == 1 && unav == 0 && len(winners) != 1) {
+					t.Fatalf("round %d: %d winners (%d attempts unavailable)", round, len(winners), unav)
 				}
 				for _, w := range winners {
 					won++
@@ -43,38 +45,47 @@ func TestTryExecRace(t *testing.T) {
 				}
 				// The losers' clean-up may still be in flight (bounded by CallTimeout); then
 				// nothing may remain.
-				waitGone(t, b, "jobpipe:lock:x:pay:order-1:0", time.Second)
+				waitGone(t, b, "jobpipe:lock:x:pay:order-1:0", 2*time.Second)
 			}
-			t.Logf("%d nodes: %d of %d rounds had a winner", n, won, rounds)
+			if n == 1 && won == 0 {
+				t.Errorf("no winner in %d rounds with one node", rounds)
+			}
+			t.Logf("%d nodes: %d of %d rounds had a winner; %d attempts missed CallTimeout", n, won, rounds, unavailable)
 		})
 	}
 }
 
-// TestTryExecContention has 50 goroutines keep trying one lock, with a little jitter, for a
-// while: exactly one ever gets it (it never releases), even with three nodes.
+// TestTryExecContention has 50 goroutines keep trying one lock, with a little jitter, until
+// someone has held it for a while: exactly one ever gets it (it never releases), even with three
+// nodes, where split votes delay the first win.
 func TestTryExecContention(t *testing.T) {
 	b := setup(t, 3, nil)
 	l, ctx := b.locker, context.Background()
 	var (
-		wins     atomic.Int32
-		attempts atomic.Int32
-		firstWin atomic.Int64
-		wg       sync.WaitGroup
+		wins, attempts, unavailable atomic.Int32
+		wonAt                       atomic.Int64
+		wg                          sync.WaitGroup
 	)
 	start := time.Now()
-	deadline := start.Add(700 * time.Millisecond)
+	giveUp := start.Add(10 * time.Second)
+	more := func() bool { // keep trying until 300ms after the first win
+		w := wonAt.Load()
+		return time.Now().Before(giveUp) && (w == 0 || time.Since(time.Unix(0, w)) < 300*time.Millisecond)
+	}
 	for range 50 {
 		wg.Go(func() {
-			for time.Now().Before(deadline) {
+			for more() {
 				attempts.Add(1)
 				_, err := l.TryExec(ctx, "pay", "order-9", 0)
-				if err == nil {
+				switch {
+				case err == nil:
 					if wins.Add(1) == 1 {
-						firstWin.Store(int64(time.Since(start)))
+						wonAt.Store(time.Now().UnixNano())
 					}
 					return // holds the lock until the end of the test
-				}
-				if !errors.Is(err, ErrTaken) {
+				case errors.Is(err, ErrUnavailable):
+					unavailable.Add(1)
+				case !errors.Is(err, ErrTaken):
 					t.Errorf("TryExec: %v, want ErrTaken", err)
 					return
 				}
@@ -86,37 +97,40 @@ func TestTryExecContention(t *testing.T) {
 	if got := wins.Load(); got != 1 {
 		t.Fatalf("%d goroutines got the lock, want exactly 1", got)
 	}
-	t.Logf("one winner after %v; %d attempts in all; stats %+v",
-		time.Duration(firstWin.Load()).Round(time.Millisecond), attempts.Load(), l.Stats())
+	t.Logf("one winner after %v; %d attempts in all, %d missed CallTimeout",
+		time.Unix(0, wonAt.Load()).Sub(start).Round(time.Millisecond), attempts.Load(), unavailable.Load())
 }
 
-// race starts n goroutines at once on try and returns the locks they got.
-func race(t *testing.T, n int, try func() (*Lock, error)) []*Lock {
+// race starts n goroutines at once on try and returns the locks they got and how many attempts
+// were unavailable.
+func race(t *testing.T, n int, try func() (*Lock, error)) ([]*Lock, int) {
 	t.Helper()
 	var (
-		mu      sync.Mutex
-		winners []*Lock
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
+		mu          sync.Mutex
+		winners     []*Lock
+		unavailable int
+		wg          sync.WaitGroup
+		start       = make(chan struct{})
 	)
 	for range n {
 		wg.Go(func() {
 			<-start
 			lk, err := try()
-			if err != nil {
-				if !errors.Is(err, ErrTaken) {
-					t.Errorf("%v, want ErrTaken", err)
-				}
-				return
-			}
 			mu.Lock()
-			winners = append(winners, lk)
-			mu.Unlock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				winners = append(winners, lk)
+			case errors.Is(err, ErrUnavailable):
+				unavailable++
+			case !errors.Is(err, ErrTaken):
+				t.Errorf("%v, want ErrTaken", err)
+			}
 		})
 	}
 	close(start)
 	wg.Wait()
-	return winners
+	return winners, unavailable
 }
 
 // waitGone waits until key is on no node, and fails t if it stays longer than limit. A call
@@ -163,15 +177,15 @@ func TestLockConcurrentUse(t *testing.T) {
 	if err := <-keepAlive; err != nil {
 		t.Errorf("KeepAlive after Release = %v, want nil", err)
 	}
-	waitGone(t, b, lk.Key(), time.Second)
+	waitGone(t, b, lk.Key(), 2*time.Second)
 }
 
 func TestKeepAlive(t *testing.T) {
 	t.Parallel()
 	// CallTimeout well above the default quarter of the TTL: a loaded test machine can take
-	// tens of milliseconds to answer.
-	const ttl = 450 * time.Millisecond
-	b := setup(t, 3, func(c *Config) { c.ExecTTL, c.CallTimeout = ttl, 200*time.Millisecond })
+	// hundreds of milliseconds to answer.
+	const ttl = 900 * time.Millisecond
+	b := setup(t, 3, func(c *Config) { c.ExecTTL, c.CallTimeout = ttl, 400*time.Millisecond })
 	l, ctx := b.locker, context.Background()
 
 	t.Run("holds past the TTL until cancelled", func(t *testing.T) {
@@ -179,9 +193,9 @@ func TestKeepAlive(t *testing.T) {
 		hbCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- lk.KeepAlive(hbCtx, 0) }() // every ttl/3
-		time.Sleep(3 * ttl)
+		time.Sleep(2 * ttl)
 		if got := b.holders(t, lk.Key(), lk.Value()); got != 3 {
-			t.Errorf("after 3 TTLs of heartbeats the lock is on %d nodes, want 3", got)
+			t.Errorf("after 2 TTLs of heartbeats the lock is on %d nodes, want 3", got)
 		}
 		if !lk.Until().After(time.Now()) {
 			t.Errorf("Until() = %v, want in the future", lk.Until())

@@ -6,9 +6,9 @@ import (
 	"github.com/go-redsync/redsync/v4"
 )
 
-// Sentinel errors. Every error of this package wraps at most one of ErrTaken, ErrUnavailable and
-// ErrInvalid, except Extend's: an extension that failed because nodes did not answer wraps both
-// ErrLost and ErrUnavailable. Context errors are wrapped as they are.
+// Sentinel errors. An error of this package wraps one of them, or the caller's context error;
+// only an extension that failed because nodes did not answer wraps two: ErrLost and
+// ErrUnavailable. Messages start with "execlock: ".
 var (
 	// ErrTaken means another holder has the lock on a quorum of nodes: normal contention. The
 	// error also wraps redsync's *redsync.ErrTaken, which lists the nodes.

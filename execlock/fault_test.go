@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/jobpipe/jobpipe/internal/testenv"
 )
 
 // The fault tests run with the default CallTimeout (1 s) and NewClient's node timeout (500 ms),
@@ -382,6 +384,31 @@ func TestJanitor(t *testing.T) {
 		}
 		b.nodes[0].Restart(t)
 		waitFor(t, "the delete to be done", func() bool { return l.janitor.pendingCount() == 0 })
+	})
+
+	t.Run("stops when the clients are closed", func(t *testing.T) {
+		t.Parallel()
+		nodes := testenv.StartRedisNodes(t, 1)
+		clients, err := NewClients(nodes[0].Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := New(&Config{Nodes: clients, ExecTTL: time.Second, QueueTTL: time.Second, CallTimeout: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		lk := mustLock(t)(l.TryExec(ctx, "jan", "k", 0))
+		nodes[0].Kill()
+		wantErr(t, "Release on a dead node", lk.Release(ctx), ErrUnavailable)
+		waitFor(t, "a pending delete", func() bool { return l.janitor.pendingCount() == 1 })
+		// An owner that closes its clients without calling Close leaves no janitor behind.
+		_ = closeAll(clients)
+		waitFor(t, "the janitor to give up", func() bool {
+			l.janitor.mu.Lock()
+			defer l.janitor.mu.Unlock()
+			return !l.janitor.running && len(l.janitor.pending) == 0
+		})
 	})
 
 	t.Run("Close drops pending deletes", func(t *testing.T) {

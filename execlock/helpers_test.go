@@ -106,14 +106,14 @@ func timed(f func()) time.Duration {
 // the call that took or extended it returned.
 func waitHolders(t *testing.T, b *bundle, lk *Lock, want int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(2 * time.Second)
 	for {
 		got := b.holders(t, lk.Key(), lk.Value())
 		if got == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s on %d nodes 1s after it was taken, want %d", lk.Key(), got, want)
+			t.Fatalf("%s on %d nodes 2s after it was taken, want %d", lk.Key(), got, want)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -44,8 +44,10 @@ func New(cfg *Config) (*Locker, error) {
 }
 
 // Close stops the Locker's background clean-up: the retries of deletes that could not reach a
-// node (see the package documentation). Locks keep working after Close, but such deletes are then
-// left to expire by their TTL. Call it after the last lock call and before closing the clients.
+// node (see the package documentation), which otherwise run until the node answers, for at most
+// 10 minutes, or until the clients are closed. Locks keep working after Close, but such deletes
+// are then left to expire by their TTL. Call it after the last lock call, before closing the
+// clients; a second Close does nothing.
 func (l *Locker) Close() {
 	l.janitor.close()
 }
