@@ -40,9 +40,11 @@ type Config struct {
 	PollOnly bool
 	// ClaimBatch is the most jobs one claim statement takes. Default 100.
 	ClaimBatch int
-	// RescueInterval is how often the elected leader looks for expired leases. Default LeaseTTL/3.
+	// RescueInterval is how often the elected leader looks for expired leases. Default LeaseTTL/3,
+	// at most 5 s.
 	RescueInterval time.Duration
-	// LeaderTTL is how long the maintenance leadership lasts without renewal. Default 15 s.
+	// LeaderTTL is how long the maintenance leadership lasts without renewal. Default 15 s, or three
+	// RescueIntervals when that is longer.
 	LeaderTTL time.Duration
 	// Logger receives the dispatcher's logs. Default: slog.Default() at Warn and above.
 	Logger *slog.Logger
@@ -57,6 +59,9 @@ const (
 	DefaultLeaderTTL    = 15 * time.Second
 	DefaultRedisPrefix  = "jobpipe:lock:"
 	pollOnlyInterval    = 200 * time.Millisecond
+	// maxDefaultRescueInterval caps the default RescueInterval, so a long lease is rescued promptly
+	// after it expires.
+	maxDefaultRescueInterval = 5 * time.Second
 )
 
 // withDefaults returns a copy of c with zero fields set to their defaults.
@@ -87,10 +92,11 @@ func (c Config) withDefaults() Config {
 		c.ClaimBatch = DefaultClaimBatch
 	}
 	if c.RescueInterval == 0 {
-		c.RescueInterval = c.LeaseTTL / 3
+		c.RescueInterval = min(c.LeaseTTL/3, maxDefaultRescueInterval)
 	}
 	if c.LeaderTTL == 0 {
-		c.LeaderTTL = DefaultLeaderTTL
+		// Long enough to survive two missed renewals.
+		c.LeaderTTL = max(DefaultLeaderTTL, 3*c.RescueInterval)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

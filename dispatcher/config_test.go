@@ -21,7 +21,7 @@ func TestConfigListsEveryProblem(t *testing.T) {
 		}
 	}()
 	_, err := dispatcher.New(dispatcher.Config{Redis: two, Concurrency: -1, LeaseTTL: time.Second, HeartbeatInterval: 900 * time.Millisecond,
-		RescueInterval: time.Minute})
+		RescueInterval: time.Minute, LeaderTTL: 15 * time.Second})
 	if err == nil {
 		t.Fatal("New accepted a bad config")
 	}
@@ -35,6 +35,15 @@ func TestConfigListsEveryProblem(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not say %q:\n%v", want, err)
 		}
+	}
+}
+
+// Defaults never contradict each other: a long lease alone is a valid configuration.
+func TestLongLeaseDefaults(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	if _, err := dispatcher.New(dispatcher.Config{DB: b.db, LeaseTTL: 10 * time.Minute}); err != nil {
+		t.Errorf("New with only a 10-minute lease: %v", err)
 	}
 }
 

@@ -44,7 +44,12 @@ func (k *kindRunner) produce(ctx context.Context) {
 
 func (k *kindRunner) claimAndStart(ctx context.Context, n int) (int, error) {
 	start := time.Now()
-	claims, err := k.claim(ctx, n)
+	// A pass that has begun completes even if Stop comes meanwhile: a claim whose commit raced with a
+	// cancellation could be committed yet reported as failed, and its jobs left leased with nobody
+	// running them. Stop waits for the pass, and then for the jobs it started.
+	passCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.d.cfg.LeaseTTL)
+	defer cancel()
+	claims, err := k.claim(passCtx, n)
 	k.d.logger.Debug("dispatcher: claim pass", "kind", k.info.Name, "wanted", n, "claimed", len(claims), "took", time.Since(start))
 	for _, c := range claims {
 		k.sem <- struct{}{}

@@ -175,7 +175,8 @@ done AS (
 		failed_at = CASE WHEN u.outcome = %[4]d THEN now() END,
 		last_error = CASE WHEN u.outcome IN (%[5]d, %[4]d) THEN u.err ELSE t.last_error END,
 		process_after = CASE WHEN u.outcome IN (%[5]d, %[6]d, %[7]d) THEN now() + make_interval(secs => u.delay) ELSE t.process_after END,
-		attempts_made = CASE WHEN u.outcome IN (%[6]d, %[7]d) THEN t.attempts_made - 1 ELSE t.attempts_made END
+		attempts_made = CASE WHEN u.outcome IN (%[6]d, %[7]d) THEN t.attempts_made - 1 ELSE t.attempts_made END,
+		started_at = CASE WHEN u.outcome = %[7]d AND t.attempts_made = 1%[14]s THEN NULL ELSE t.started_at END
 	FROM u WHERE t.id = u.id AND t.lock_token = u.token AND %[8]s
 	RETURNING t.id, u.outcome, u.delay),
 again AS (
@@ -184,7 +185,24 @@ again AS (
 SELECT id, (SELECT pg_notify(%[12]s, %[13]s)) IS NULL FROM done`,
 		table, outProcessed, outRunAgain, outFailed, outRetry, outSnooze, outRelease, runningCond,
 		strings.Join(quoted, ", "), "s."+strings.Join(quoted, ", s."), onConflict,
-		quote(uniqueness.NotifyChannel), quote(info.Name))
+		quote(uniqueness.NotifyChannel), quote(info.Name), neverRanAgain(info, table))
+}
+
+// neverRanAgain is the extra condition under which a released claim of a job's first attempt (it never
+// ran) makes the job "never started" again, so that it keeps blocking duplicates until executed: no
+// other never-started job of its unique key arrived while it was claimed. If one did, the released job
+// stays marked as started and the newer job carries the key.
+func neverRanAgain(info *jobinfo.Info, table string) string {
+	if len(info.Unique) == 0 {
+		return ""
+	}
+	var same []string
+	for _, c := range info.Unique {
+		q := pgx.Identifier{c}.Sanitize()
+		same = append(same, fmt.Sprintf("x.%s IS NOT DISTINCT FROM t.%s", q, q))
+	}
+	return fmt.Sprintf(" AND NOT EXISTS (SELECT 1 FROM %s x WHERE %s AND x.id <> t.id AND x.started_at IS NULL AND x.processed_at IS NULL AND x.failed_at IS NULL)",
+		table, strings.Join(same, " AND "))
 }
 
 func prefixed(prefix string, names []string) []string {

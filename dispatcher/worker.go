@@ -12,6 +12,9 @@ import (
 	"github.com/jobpipe/jobpipe/execlock"
 )
 
+// releaseDelay is how long a job given back unrun waits before it may be claimed again.
+const releaseDelay = time.Second
+
 // work runs one claimed job to its recorded outcome. It owns the job's slot in k.sem.
 func (k *kindRunner) work(c *claimed) {
 	defer func() {
@@ -30,11 +33,12 @@ func (k *kindRunner) work(c *claimed) {
 		lock, err = k.d.locker.TryExec(k.d.jobsCtx, k.info.Name, c.key, c.slot)
 		k.releaseQueueLock(c)
 		if err != nil {
+			// Someone still holds the slot's lock (a stalled worker whose row was taken back): give the
+			// claim back, and let the job wait a moment rather than be claimed again at once.
 			k.d.logger.Info("dispatcher: no execution lock; the job goes back to wait", "kind", k.info.Name, "id", c.id, "err", err)
-			k.finishOne(c, outRelease, "", 0)
+			k.finishOne(c, outRelease, "", releaseDelay)
 			return
 		}
-		defer func() { _ = lock.Release(context.Background()) }()
 	}
 	ctx, cancel := context.WithCancelCause(k.d.jobsCtx)
 	defer cancel(nil)
@@ -42,6 +46,12 @@ func (k *kindRunner) work(c *claimed) {
 	go r.beat()
 	err := k.call(ctx, c, r)
 	lost := r.finish()
+	if lock != nil {
+		// Before the outcome is written: the row still holds the slot, so the database keeps the key's
+		// next job from being claimed until the finish commits, and by then its lock is free. Released
+		// after, the next job's worker could find the lock still held and have to give its claim back.
+		_ = lock.Release(context.Background())
+	}
 	out, errText, delay := k.decide(c, err, lost, context.Cause(ctx))
 	if out == outProcessed && k.txMode {
 		return // recorded in the handler's transaction

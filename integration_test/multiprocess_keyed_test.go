@@ -15,13 +15,13 @@ import (
 // Redis lock nodes. What the handlers recorded must show: per key never two jobs at once and the jobs
 // in enqueue order; every job run exactly once; the work spread over several processes. SIGTERM then
 // stops every worker cleanly, leaving no lease and no lock behind.
+//
+// The subtests run one after the other: each has four worker processes with about 25 PostgreSQL
+// connections between them, and the test server is shared (max_connections is often 100).
 func TestFourProcessesNeverTwoPerKey(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{1, 3} {
-		t.Run(fmt.Sprintf("%d redis nodes", n), func(t *testing.T) {
-			t.Parallel()
-			mpFourProcesses(t, n)
-		})
+		t.Run(fmt.Sprintf("%d redis nodes", n), func(t *testing.T) { mpFourProcesses(t, n) })
 	}
 }
 
@@ -137,7 +137,11 @@ func mpFourProcesses(t *testing.T, redisNodes int) {
 			if m.JobID <= prev.JobID {
 				order.Errorf("blog %d: job %d started after job %d, against id order", blog, m.JobID, prev.JobID)
 			}
-			if prev.EndedAt == nil || !prev.EndedAt.Before(m.StartedAt) {
+			if prev.EndedAt == nil {
+				overlap.Errorf("blog %d: %v has no recorded end, so %v may have run beside it", blog, prev, m)
+				continue
+			}
+			if !prev.EndedAt.Before(m.StartedAt) {
 				overlap.Errorf("blog %d: two jobs ran at the same time: %v and %v", blog, prev, m)
 				continue
 			}

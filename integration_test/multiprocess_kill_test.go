@@ -19,7 +19,7 @@ func TestWorkerKilledMidJobIsRetriedOnce(t *testing.T) {
 	const (
 		leaseTTL   = 3 * time.Second // short, yet a heartbeat (every 1 s) late by 2 s on a loaded machine is needed to lose it
 		rescue     = 200 * time.Millisecond
-		leaderTTL  = 3 * time.Second // the victim leads maintenance; its leadership must lapse as soon
+		leaderTTL  = 3 * time.Second // the victim leads maintenance: its leadership lapses about when its lease does
 		retryDelay = 200 * time.Millisecond
 		blog       = 7
 		slack      = 3 * time.Second // for "promptly" on a loaded machine; correctness bounds are exact
@@ -63,19 +63,26 @@ func TestWorkerKilledMidJobIsRetriedOnce(t *testing.T) {
 	if err := e.db.QueryRow(ctx, `SELECT holder, expires_at FROM jobpipe_leaders`).Scan(&leader, &leaderEnd); err != nil || leader != "victim" {
 		t.Fatalf("leader lease: %q, %v; want the victim's", leader, err)
 	}
-	// The victim's execution lock is orphaned in Redis, with a TTL no longer than the lease's.
+	// The victim's execution lock is orphaned in Redis (on a quorum of nodes at least), with a TTL no
+	// longer than the lease's.
 	lockKey := e.mpExecLockKey(blog, 0)
 	var lockTTL time.Duration
+	holding := 0
 	for i, c := range r.Clients {
 		v, err := c.Get(ctx, lockKey).Result()
 		if err != nil || !strings.HasPrefix(v, "victim:") {
-			t.Fatalf("node %s: execution lock %s = %q, %v; want the victim's", r.Addrs[i], lockKey, v, err)
+			t.Logf("node %s: execution lock %s = %q, %v", r.Addrs[i], lockKey, v, err)
+			continue
 		}
+		holding++
 		ttl, err := c.PTTL(ctx, lockKey).Result()
 		if err != nil || ttl <= 0 || ttl > leaseTTL {
 			t.Fatalf("node %s: the orphaned execution lock's TTL is %v (%v); want in (0, %v]", r.Addrs[i], ttl, err, leaseTTL)
 		}
 		lockTTL = max(lockTTL, ttl)
+	}
+	if holding < len(r.Clients)/2+1 {
+		t.Fatalf("%d of %d nodes hold the victim's execution lock %s: not a quorum, the scenario did not happen", holding, len(r.Clients), lockKey)
 	}
 	lockEnd := e.dbNow(t).Add(lockTTL)
 

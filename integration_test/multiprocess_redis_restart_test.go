@@ -50,13 +50,19 @@ func TestRedisNodeRestartedEmptyDoesNotDoubleRun(t *testing.T) {
 	mpWaitFor(t, "the long job to start", 30*time.Second, func() bool { return len(e.ledgerOf(t, long.ID)) == 1 })
 	holder := e.ledgerOf(t, long.ID)[0]
 	lockKey := e.mpExecLockKey(blog, 0)
+	holding := 0
 	for i, c := range clients {
-		if v, err := c.Get(ctx, lockKey).Result(); err != nil || !strings.HasPrefix(v, holder.Node+":") {
-			t.Fatalf("node %s: execution lock %s = %q, %v; want %s's", addrs[i], lockKey, v, err, holder.Node)
+		if v, err := c.Get(ctx, lockKey).Result(); err == nil && strings.HasPrefix(v, holder.Node+":") {
+			holding++
+		} else {
+			t.Logf("node %s: execution lock %s = %q, %v", addrs[i], lockKey, v, err)
 		}
 	}
+	if holding < 2 {
+		t.Fatalf("%d of 3 nodes hold %s's execution lock %s: not a quorum", holding, holder.Node, lockKey)
+	}
 
-	// Two nodes of three restart without their data: only a minority still knows the lock.
+	// Two nodes of three restart without their data: at most one still knows the lock.
 	nodes[0].Restart(t)
 	nodes[1].Restart(t)
 	// Redis alone would now let a second holder in.

@@ -8,6 +8,7 @@ package integration_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/backoff"
@@ -169,6 +171,16 @@ func runWorker() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// A worker never outlives its test: should the test process die without its cleanups, the
+	// worker is re-parented, and exits at once.
+	go func(parent int) {
+		for range time.Tick(200 * time.Millisecond) {
+			if os.Getppid() != parent {
+				logger.Error("worker: the test process is gone; exiting")
+				os.Exit(3)
+			}
+		}
+	}(os.Getppid())
 
 	// The dispatcher's pool, and a small one of the ledger's own so that the ledger's writes never
 	// wait behind claims and heartbeats (or delay them).
@@ -180,12 +192,14 @@ func runWorker() int {
 		cfg.MaxConns = size
 		return pgxpool.NewWithConfig(ctx, cfg)
 	}
-	db, err := newPool(4)
+	// Small pools: the tests share one PostgreSQL server (max_connections is often 100) with other
+	// tests, and a worker's running jobs hold no connection.
+	db, err := newPool(3)
 	if err != nil {
 		return fail("worker: dispatcher pool: %v", err)
 	}
 	defer db.Close()
-	ledger, err := newPool(3)
+	ledger, err := newPool(2)
 	if err != nil {
 		return fail("worker: ledger pool: %v", err)
 	}
@@ -214,9 +228,11 @@ func runWorker() int {
 		lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		var n int64
-		err := ledger.QueryRow(lctx, `INSERT INTO mp_ledger (job_id, blog_id, seq, attempt, token, slot, pid, node, started_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp()) RETURNING n`,
-			j.ID, j.Data.BlogID, j.Data.Seq, j.Attempt, j.Token, j.Slot, pid, node).Scan(&n)
+		err := mpRetry(lctx, func() error {
+			return ledger.QueryRow(lctx, `INSERT INTO mp_ledger (job_id, blog_id, seq, attempt, token, slot, pid, node, started_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp()) RETURNING n`,
+				j.ID, j.Data.BlogID, j.Data.Seq, j.Attempt, j.Token, j.Slot, pid, node).Scan(&n)
+		})
 		if err != nil {
 			logger.Error("worker: ledger start", "id", j.ID, "err", err)
 			return fmt.Errorf("ledger start: %w", err)
@@ -239,7 +255,11 @@ func runWorker() int {
 		if result != nil {
 			outcome = result.Error()
 		}
-		if _, err := ledger.Exec(lctx, `UPDATE mp_ledger SET ended_at = clock_timestamp(), outcome = $2 WHERE n = $1`, n, outcome); err != nil {
+		err = mpRetry(lctx, func() error {
+			_, err := ledger.Exec(lctx, `UPDATE mp_ledger SET ended_at = clock_timestamp(), outcome = $2 WHERE n = $1`, n, outcome)
+			return err
+		})
+		if err != nil {
 			logger.Error("worker: ledger end", "id", j.ID, "err", err)
 			return fmt.Errorf("ledger end: %w", err)
 		}
@@ -249,7 +269,8 @@ func runWorker() int {
 		return fail("worker: %v", err)
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
-	err = d.Start(startCtx)
+	// Start fails, and may be called again, when the shared server refuses a connection for a moment.
+	err = mpRetry(startCtx, func() error { return d.Start(startCtx) })
 	cancelStart()
 	if err != nil {
 		return fail("worker: Start: %v", err)
@@ -269,6 +290,26 @@ func runWorker() int {
 	fmt.Println(mpStatsLine + string(st))
 	logger.Info("worker: stopped", "node", node, "in", time.Since(began).Round(time.Millisecond), "stats", string(st))
 	return code
+}
+
+// mpRetry runs f until it succeeds, fails in a way that may have had an effect, or ctx ends: f is
+// retried only when it surely did not reach the server (say, a connection refused because the shared
+// server was out of connections), so that a ledger write is recorded exactly once.
+func mpRetry(ctx context.Context, f func() error) error {
+	wait := 20 * time.Millisecond
+	for {
+		err := f()
+		var connectErr *pgconn.ConnectError
+		if err == nil || !(pgconn.SafeToRetry(err) || errors.As(err, &connectErr)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // mpBlock holds a job until the test releases it (a row in mp_release) or its context ends.

@@ -107,6 +107,7 @@ func mpStartWorker(t *testing.T, s mpWorkerSettings) *mpWorker {
 	stderr := &mpLineWriter{fn: func(line string) { t.Logf("%s: %s", w.Name, line) }}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 5 * time.Second // bounds Wait should a pipe stay open
+	cmd.SysProcAttr = mpWorkerProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start worker %s: %v", w.Name, err)
 	}
