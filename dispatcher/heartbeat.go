@@ -23,68 +23,79 @@ type running struct {
 	cancel context.CancelCauseFunc
 
 	mu       sync.Mutex // serialises heartbeats: explicit ones and the automatic loop
-	lost     error
+	deadline time.Time  // when the lease runs out by the local clock; guarded by mu
 	watchdog *time.Timer
+
+	lostMu sync.Mutex // guards lost only, so the watchdog never waits behind a slow heartbeat
+	lost   error
 	stop     chan struct{}
 	done     chan struct{}
 }
 
 func newRunning(k *kindRunner, c *claimed, lock *execlock.Lock, cancel context.CancelCauseFunc) *running {
 	r := &running{k: k, id: c.id, token: c.token, lock: lock, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
-	r.watchdog = time.AfterFunc(r.until(c.claimedAt), r.expired)
+	r.deadline = r.until(c.claimedAt)
+	r.watchdog = time.AfterFunc(time.Until(r.deadline), r.expired)
 	return r
 }
 
-// until is how long the lease holds from a renewal sent at sent, by the local clock: the row's lease
+// until is when the lease runs out after a renewal sent at sent, by the local clock: the row's lease
 // was set from the database's clock after sent, and the lock's validity is what redsync computed.
-func (r *running) until(sent time.Time) time.Duration {
+func (r *running) until(sent time.Time) time.Time {
 	deadline := sent.Add(r.k.d.cfg.LeaseTTL)
 	if r.lock != nil && r.lock.Until().Before(deadline) {
 		deadline = r.lock.Until()
 	}
-	return time.Until(deadline)
+	return deadline
 }
 
-func (r *running) expired() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.loseLocked(errors.New("the lease ran out before a heartbeat renewed it"))
-}
+func (r *running) expired() { r.lose(errors.New("the lease ran out before a heartbeat renewed it")) }
 
-func (r *running) loseLocked(cause error) {
-	if r.lost != nil {
-		return
+// lose records the first cause of losing the lease and cancels the job with it.
+func (r *running) lose(cause error) error {
+	r.lostMu.Lock()
+	defer r.lostMu.Unlock()
+	if r.lost == nil {
+		r.lost = fmt.Errorf("%w: %w", ErrLeaseLost, cause)
+		r.k.d.stats.leasesLost.Add(1)
+		r.cancel(r.lost)
 	}
-	r.lost = fmt.Errorf("%w: %w", ErrLeaseLost, cause)
-	r.k.d.stats.leasesLost.Add(1)
-	r.cancel(r.lost)
+	return r.lost
+}
+
+func (r *running) lostErr() error {
+	r.lostMu.Lock()
+	defer r.lostMu.Unlock()
+	return r.lost
 }
 
 // heartbeat renews the row's lease and the execution lock.
 func (r *running) heartbeat(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.lost != nil {
-		return r.lost
+	if err := r.lostErr(); err != nil {
+		return err
 	}
+	// A renewal that ends after the lease has run out renews nothing: bound it by the lease.
+	ctx, cancel := context.WithDeadline(ctx, r.deadline)
+	defer cancel()
 	sent := time.Now()
 	var id int64
 	err := r.k.d.cfg.DB.QueryRow(ctx, r.k.sql.extend, r.id, r.token, r.k.leaseSeconds()).Scan(&id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		r.loseLocked(errors.New("the row's token changed: the job was taken back"))
-		return r.lost
+		return r.lose(errors.New("the row's token changed: the job was taken back"))
 	case err != nil:
 		// The database did not answer: the lease may still hold, and the watchdog decides.
 		return fmt.Errorf("dispatcher: renewing the lease of %s job %d: %w", r.k.info.Name, r.id, err)
 	}
 	if r.lock != nil {
 		if err := r.lock.Extend(ctx); err != nil {
-			r.loseLocked(err)
-			return r.lost
+			return r.lose(err)
 		}
 	}
-	r.watchdog.Reset(r.until(sent))
+	r.deadline = r.until(sent)
+	r.watchdog.Reset(time.Until(r.deadline))
 	return nil
 }
 
@@ -116,7 +127,7 @@ func (r *running) finish() error {
 	close(r.stop)
 	<-r.done
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.watchdog.Stop()
-	return r.lost
+	r.mu.Unlock()
+	return r.lostErr()
 }

@@ -8,8 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// maintenanceLease is the leader lease's name in jobpipe_leaders.
-const maintenanceLease = "maintenance"
+// rescueLease names the lease in jobpipe_leaders that elects the rescuer of a kind. The lease is per
+// kind because dispatchers may register different kinds: each kind's rescuer is one of the dispatchers
+// that run it.
+func rescueLease(kind string) string { return "rescue:" + kind }
 
 const (
 	// takeLeadSQL renews this node's lease, or takes an expired one; it returns a row when this node
@@ -22,56 +24,58 @@ RETURNING holder`
 	resignSQL = `DELETE FROM jobpipe_leaders WHERE name = $1 AND holder = $2`
 )
 
-// lead runs maintenance while this node holds the leader lease: rescuing jobs whose lease expired.
-// Every node tries each RescueInterval; the lease (LeaderTTL) lets one through. A leader that stalls
-// past its lease is replaced, and what it does on waking is harmless: the rescue only touches rows
-// whose lease has expired by the database's clock, and bumps their token so stale writers are fenced.
+// lead runs the rescuer of each registered kind whose lease this node holds. Every node tries each
+// RescueInterval; the lease (LeaderTTL) lets one through per kind. A leader that stalls past its lease
+// is replaced, and what it does on waking is harmless: the rescue only touches rows whose lease has
+// expired by the database's clock, and bumps their token so stale writers are fenced.
 func (d *Dispatcher) lead(ctx context.Context) {
 	t := time.NewTicker(d.cfg.RescueInterval)
 	defer t.Stop()
-	leading := false
+	leading := map[string]bool{}
 	for {
-		leading = d.takeLead(ctx, leading)
-		if leading {
-			d.rescueAll(ctx)
+		for name, k := range d.kinds {
+			leading[name] = d.takeLead(ctx, rescueLease(name), leading[name])
+			if leading[name] {
+				d.rescueKind(ctx, k)
+			}
 		}
 		select {
 		case <-ctx.Done():
-			if leading {
-				// Hand over at once rather than after LeaderTTL.
-				c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, _ = d.cfg.DB.Exec(c, resignSQL, maintenanceLease, d.cfg.NodeName)
-				cancel()
+			// Hand over at once rather than after LeaderTTL. Every kind's lease, not only those known to be
+			// held: a renewal cut short by the cancellation may have been committed all the same.
+			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			for name := range d.kinds {
+				_, _ = d.cfg.DB.Exec(c, resignSQL, rescueLease(name), d.cfg.NodeName)
 			}
+			cancel()
 			return
 		case <-t.C:
 		}
 	}
 }
 
-func (d *Dispatcher) takeLead(ctx context.Context, was bool) bool {
+func (d *Dispatcher) takeLead(ctx context.Context, lease string, was bool) bool {
 	var holder string
-	err := d.cfg.DB.QueryRow(ctx, takeLeadSQL, maintenanceLease, d.cfg.NodeName, d.cfg.LeaderTTL.Seconds()).Scan(&holder)
+	err := d.cfg.DB.QueryRow(ctx, takeLeadSQL, lease, d.cfg.NodeName, d.cfg.LeaderTTL.Seconds()).Scan(&holder)
 	leading := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
-		d.logger.Warn("dispatcher: leader election failed", "err", err)
+		d.logger.Warn("dispatcher: leader election failed", "lease", lease, "err", err)
 	}
 	if leading != was {
-		d.logger.Info("dispatcher: maintenance leadership changed", "node", d.cfg.NodeName, "leading", leading)
+		d.logger.Info("dispatcher: leadership changed", "lease", lease, "node", d.cfg.NodeName, "leading", leading)
 	}
 	return leading
 }
 
-// rescueAll makes jobs whose lease expired eligible again (or fails them after max attempts).
-func (d *Dispatcher) rescueAll(ctx context.Context) {
-	for _, k := range d.kinds {
-		n, err := k.rescue(ctx)
-		if err != nil && ctx.Err() == nil {
-			d.logger.Warn("dispatcher: rescue failed", "kind", k.info.Name, "err", err)
-		}
-		if n > 0 {
-			d.logger.Info("dispatcher: rescued jobs whose lease expired", "kind", k.info.Name, "jobs", n)
-		}
+// rescueKind makes the kind's jobs whose lease expired eligible again (or fails them after max
+// attempts).
+func (d *Dispatcher) rescueKind(ctx context.Context, k *kindRunner) {
+	n, err := k.rescue(ctx)
+	if err != nil && ctx.Err() == nil {
+		d.logger.Warn("dispatcher: rescue failed", "kind", k.info.Name, "err", err)
+	}
+	if n > 0 {
+		d.logger.Info("dispatcher: rescued jobs whose lease expired", "kind", k.info.Name, "jobs", n)
 	}
 }
 

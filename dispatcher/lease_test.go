@@ -54,8 +54,10 @@ func TestHeartbeatFailureCancelsTheJob(t *testing.T) {
 		}, true},
 		{"row taken back", func(t *testing.T, b *runBundle, s startedJob) {
 			// What a rescuer does to an expired lease: the worker's token is no longer the row's.
+			// (with its backoff, so this dispatcher does not claim it again meanwhile).
 			_, err := b.db.Exec(context.Background(), `UPDATE post_sync SET lock_token = lock_token + 1,
-				lease_expires_at = NULL, lock_slot = NULL, last_error = 'taken back' WHERE id = $1`, s.id)
+				lease_expires_at = NULL, lock_slot = NULL, last_error = 'taken back',
+				process_after = now() + interval '1 hour' WHERE id = $1`, s.id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,5 +254,41 @@ func TestUndecodableRowFails(t *testing.T) {
 	st := readState(t, b.db, "metered", badID)
 	if !st.Failed || !strings.HasPrefix(st.LastError, `the job's data does not decode into its Go type: column "limits": `) {
 		t.Errorf("undecodable row: %+v", st)
+	}
+}
+
+// Dispatchers may run different kinds: each kind is rescued by one of the dispatchers that run it,
+// even when another dispatcher, which does not run it, was elected first.
+func TestRescueLeadershipIsPerKind(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	ctx := context.Background()
+	mails := jobinfo.MustDefine[plainJob]("mail_job")
+	hooks := jobinfo.MustDefine[plainJob]("hook_job", jobinfo.Backoff(backoff.Constant(time.Millisecond)))
+	createKind(t, b.db, mails)
+	createKind(t, b.db, hooks)
+	cfg := b.cfg
+	cfg.RescueInterval = 100 * time.Millisecond
+	cfg.NodeName = "mail-node"
+	b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, mails, func(context.Context, *dispatcher.Job[plainJob]) error { return nil })
+	})
+	waitFor(t, "the first node to lead", 5*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "jobpipe_leaders", "holder = 'mail-node'") > 0, nil
+	})
+	dead, _ := dispatcher.Enqueue(ctx, b.db, hooks, plainJob{N: 1})
+	if _, err := b.db.Exec(ctx, `UPDATE hook_job SET started_at = now(), lease_owner = 'crashed-node', lock_token = 1,
+		lease_expires_at = now() - interval '1 second', attempts_made = 1 WHERE id = $1`, dead.ID); err != nil {
+		t.Fatal(err)
+	}
+	cfg.NodeName = "hook-node"
+	b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, hooks, func(context.Context, *dispatcher.Job[plainJob]) error { return nil })
+	})
+	waitFor(t, "the dead hook job rescued and run", 10*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "hook_job", "processed_at IS NOT NULL AND attempts_made = 2") == 1, nil
+	})
+	if n := countWhere(t, b.db, "jobpipe_leaders", "(name, holder) IN (('rescue:mail_job', 'mail-node'), ('rescue:hook_job', 'hook-node'))"); n != 2 {
+		t.Errorf("%d of the 2 per-kind leases are held by the nodes running the kind", n)
 	}
 }

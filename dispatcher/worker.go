@@ -54,7 +54,8 @@ func (k *kindRunner) work(c *claimed) {
 	}
 	out, errText, delay := k.decide(c, err, lost, context.Cause(ctx))
 	if out == outProcessed && k.txMode {
-		return // recorded in the handler's transaction
+		k.d.stats.count(outProcessed) // recorded in the handler's transaction
+		return
 	}
 	k.finishOne(c, out, errText, delay)
 }

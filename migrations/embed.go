@@ -31,8 +31,10 @@ var embedded embed.FS
 // ownDir is how messages name the place jobpipe's migrations come from.
 const ownDir = "jobpipe's embedded migrations (migrations/sql)"
 
-// ownFS returns jobpipe's migrations at the root of a file system, where goose looks for them.
-func ownFS() fs.FS {
+// FS returns jobpipe's embedded migrations at the root of a file system, exactly what goose reads:
+// for applications that run goose themselves (recording versions in [VersionTable], so a later
+// [Runner] or [Up] finds them applied), and for tests that follow the migration list as it grows.
+func FS() fs.FS {
 	sub, err := fs.Sub(embedded, "sql")
 	if err != nil {
 		// fs.Sub fails only for an invalid path, and "sql" is valid.
@@ -40,3 +42,6 @@ func ownFS() fs.FS {
 	}
 	return sub
 }
+
+// ownFS returns jobpipe's migrations at the root of a file system, where goose looks for them.
+func ownFS() fs.FS { return FS() }

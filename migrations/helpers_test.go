@@ -1,19 +1,13 @@
 package migrations_test
 
 import (
-	"cmp"
 	"context"
-	"fmt"
-	"io/fs"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobpipe/jobpipe/internal/migrationtest"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/migrations"
 )
@@ -46,59 +40,10 @@ var jobpipeTables = []string{
 	"jobpipe_leaders",
 }
 
-// jobpipeMigration is one of jobpipe's embedded migrations.
-type jobpipeMigration struct {
-	version int64
-	file    string
-	tables  []string // the tables its Up section creates
-}
-
-var (
-	upSection   = regexp.MustCompile(`(?s)-- \+goose Up\n(.*?)(?:-- \+goose Down|\z)`)
-	sqlComment  = regexp.MustCompile(`--[^\n]*`)
-	createTable = regexp.MustCompile(`(?i)\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)`)
-)
-
-// loadJobpipeMigrations reads jobpipe's migrations from the embedded file system goose reads them
-// from, ascending by version as goose applies them.
-var loadJobpipeMigrations = sync.OnceValues(func() ([]jobpipeMigration, error) {
-	fsys := migrations.OwnFS()
-	files, err := fs.Glob(fsys, "*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var out []jobpipeMigration
-	for _, file := range files {
-		prefix, _, ok := strings.Cut(file, "_")
-		version, err := strconv.ParseInt(prefix, 10, 64)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("%s: no goose version before the first _", file)
-		}
-		content, err := fs.ReadFile(fsys, file)
-		if err != nil {
-			return nil, err
-		}
-		up := upSection.FindSubmatch(content)
-		if up == nil {
-			return nil, fmt.Errorf("%s: no -- +goose Up section", file)
-		}
-		m := jobpipeMigration{version: version, file: file}
-		for _, c := range createTable.FindAllSubmatch(sqlComment.ReplaceAll(up[1], nil), -1) {
-			m.tables = append(m.tables, string(c[1]))
-		}
-		out = append(out, m)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no migrations embedded")
-	}
-	slices.SortFunc(out, func(a, b jobpipeMigration) int { return cmp.Compare(a.version, b.version) })
-	return out, nil
-})
-
 // jobpipeMigrations returns jobpipe's embedded migrations, ascending by version.
-func jobpipeMigrations(t *testing.T) []jobpipeMigration {
+func jobpipeMigrations(t *testing.T) []migrationtest.Migration {
 	t.Helper()
-	ms, err := loadJobpipeMigrations()
+	ms, err := migrationtest.Jobpipe()
 	if err != nil {
 		t.Fatalf("listing jobpipe's embedded migrations: %v", err)
 	}
@@ -106,27 +51,27 @@ func jobpipeMigrations(t *testing.T) []jobpipeMigration {
 }
 
 // jobpipeLatest returns jobpipe's latest migration.
-func jobpipeLatest(t *testing.T) jobpipeMigration {
+func jobpipeLatest(t *testing.T) migrationtest.Migration {
 	t.Helper()
 	ms := jobpipeMigrations(t)
 	return ms[len(ms)-1]
 }
 
 // jobpipeResults is what applying ms reports, durations zeroed as by summary.
-func jobpipeResults(ms []jobpipeMigration) []migrations.Result {
+func jobpipeResults(ms []migrationtest.Migration) []migrations.Result {
 	out := make([]migrations.Result, len(ms))
 	for i, m := range ms {
-		out[i] = migrations.Result{Source: migrations.SourceJobpipe, Version: m.version, File: m.file}
+		out[i] = migrations.Result{Source: migrations.SourceJobpipe, Version: m.Version, File: m.File}
 	}
 	return out
 }
 
 // tablesThrough is the tables in a schema where exactly ms of jobpipe's migrations are applied (or
 // were and have been rolled back): the version table and what each of ms creates.
-func tablesThrough(ms []jobpipeMigration) []string {
+func tablesThrough(ms []migrationtest.Migration) []string {
 	out := []string{migrations.VersionTable}
 	for _, m := range ms {
-		out = append(out, m.tables...)
+		out = append(out, m.Tables...)
 	}
 	slices.Sort(out)
 	return out

@@ -138,7 +138,7 @@ func TestStatusAndVersion(t *testing.T) {
 	ms := jobpipeMigrations(t)
 	var want []migrations.MigrationStatus
 	for _, m := range ms {
-		want = append(want, migrations.MigrationStatus{Source: migrations.SourceJobpipe, Version: m.version, File: m.file})
+		want = append(want, migrations.MigrationStatus{Source: migrations.SourceJobpipe, Version: m.Version, File: m.File})
 	}
 	if !slices.Equal(st, want) {
 		t.Fatalf("Status before up = %+v, want %+v", st, want)
@@ -147,7 +147,7 @@ func TestStatusAndVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantV := []migrations.SourceVersion{{Source: migrations.SourceJobpipe, Table: migrations.VersionTable, Current: 0, Latest: jobpipeLatest(t).version}}
+	wantV := []migrations.SourceVersion{{Source: migrations.SourceJobpipe, Table: migrations.VersionTable, Current: 0, Latest: jobpipeLatest(t).Version}}
 	if !slices.Equal(v, wantV) {
 		t.Fatalf("Version before up = %+v, want %+v", v, wantV)
 	}
@@ -177,7 +177,7 @@ func TestStatusAndVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantV[0].Current = jobpipeLatest(t).version
+	wantV[0].Current = jobpipeLatest(t).Version
 	if !slices.Equal(v, wantV) {
 		t.Fatalf("Version after up = %+v, want %+v", v, wantV)
 	}
@@ -235,7 +235,7 @@ ALTER TABLE emails DROP COLUMN kind;
 	}
 	var wantSt []string
 	for _, m := range ms {
-		wantSt = append(wantSt, "jobpipe "+m.file)
+		wantSt = append(wantSt, "jobpipe "+m.File)
 	}
 	wantSt = append(wantSt, "app 20250101000000_create_emails.sql", "app 20250102000000_email_kind.sql")
 	if !slices.Equal(got, wantSt) {
@@ -330,7 +330,7 @@ func TestUnknownJobpipeVersion(t *testing.T) {
 	ms := jobpipeMigrations(t)
 	ok := len(st) == len(ms)+1
 	for i, m := range ms {
-		ok = ok && st[i].Source == migrations.SourceJobpipe && st[i].Version == m.version && st[i].File == m.file && st[i].Applied
+		ok = ok && st[i].Source == migrations.SourceJobpipe && st[i].Version == m.Version && st[i].File == m.File && st[i].Applied
 	}
 	if !ok || st[len(ms)].Source != migrations.SourceJobpipe || st[len(ms)].Version != 99 || st[len(ms)].File != "" || !st[len(ms)].Applied {
 		t.Fatalf("Status = %+v, want jobpipe's migrations %+v applied and the unknown 99", st, ms)

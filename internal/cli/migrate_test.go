@@ -1,22 +1,20 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobpipe/jobpipe/internal/migrationtest"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 )
 
@@ -31,62 +29,10 @@ var jobpipeTables = []string{
 	"jobpipe_leaders",
 }
 
-// jobpipeMigrationDir holds jobpipe's migrations: the files the migrations package embeds
-// (//go:embed sql/*.sql), read from the source tree.
-const jobpipeMigrationDir = "../../migrations/sql"
-
-// jobpipeMigration is one of jobpipe's embedded migrations.
-type jobpipeMigration struct {
-	version int64
-	file    string
-	tables  []string // the tables its Up section creates
-}
-
-var (
-	upSection   = regexp.MustCompile(`(?s)-- \+goose Up\n(.*?)(?:-- \+goose Down|\z)`)
-	sqlComment  = regexp.MustCompile(`--[^\n]*`)
-	createTable = regexp.MustCompile(`(?i)\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)`)
-)
-
-// loadJobpipeMigrations reads jobpipe's migrations, ascending by version as goose applies them.
-var loadJobpipeMigrations = sync.OnceValues(func() ([]jobpipeMigration, error) {
-	fsys := os.DirFS(jobpipeMigrationDir)
-	files, err := fs.Glob(fsys, "*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var out []jobpipeMigration
-	for _, file := range files {
-		prefix, _, ok := strings.Cut(file, "_")
-		version, err := strconv.ParseInt(prefix, 10, 64)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("%s: no goose version before the first _", file)
-		}
-		content, err := fs.ReadFile(fsys, file)
-		if err != nil {
-			return nil, err
-		}
-		up := upSection.FindSubmatch(content)
-		if up == nil {
-			return nil, fmt.Errorf("%s: no -- +goose Up section", file)
-		}
-		m := jobpipeMigration{version: version, file: file}
-		for _, c := range createTable.FindAllSubmatch(sqlComment.ReplaceAll(up[1], nil), -1) {
-			m.tables = append(m.tables, string(c[1]))
-		}
-		out = append(out, m)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no migrations in %s", jobpipeMigrationDir)
-	}
-	slices.SortFunc(out, func(a, b jobpipeMigration) int { return cmp.Compare(a.version, b.version) })
-	return out, nil
-})
-
 // jobpipeMigrations returns jobpipe's migrations, ascending by version.
-func jobpipeMigrations(t *testing.T) []jobpipeMigration {
+func jobpipeMigrations(t *testing.T) []migrationtest.Migration {
 	t.Helper()
-	ms, err := loadJobpipeMigrations()
+	ms, err := migrationtest.Jobpipe()
 	if err != nil {
 		t.Fatalf("listing jobpipe's migrations: %v", err)
 	}
@@ -97,7 +43,7 @@ func jobpipeMigrations(t *testing.T) []jobpipeMigration {
 func jobpipeLatest(t *testing.T) int64 {
 	t.Helper()
 	ms := jobpipeMigrations(t)
-	return ms[len(ms)-1].version
+	return ms[len(ms)-1].Version
 }
 
 // jobpipeApplied is what "migrate up" prints for applying each of jobpipe's migrations, after stable.
@@ -105,7 +51,7 @@ func jobpipeApplied(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
 	for _, m := range jobpipeMigrations(t) {
-		fmt.Fprintf(&b, "applied jobpipe %s (Nms)\n", m.file)
+		fmt.Fprintf(&b, "applied jobpipe %s (Nms)\n", m.File)
 	}
 	return b.String()
 }
@@ -124,7 +70,7 @@ func jobpipeStatusRows(t *testing.T, at string) [][]string {
 	t.Helper()
 	var rows [][]string
 	for _, m := range jobpipeMigrations(t) {
-		rows = append(rows, []string{"jobpipe", strconv.FormatInt(m.version, 10), at, m.file})
+		rows = append(rows, []string{"jobpipe", strconv.FormatInt(m.Version, 10), at, m.File})
 	}
 	return rows
 }
@@ -151,10 +97,10 @@ func statusTable(rows ...[]string) string {
 
 // tablesThrough is the tables in a schema where exactly ms of jobpipe's migrations are applied (or
 // were and have been rolled back): the version table and what each of ms creates.
-func tablesThrough(ms []jobpipeMigration) []string {
+func tablesThrough(ms []migrationtest.Migration) []string {
 	out := []string{"jobpipe_db_version"}
 	for _, m := range ms {
-		out = append(out, m.tables...)
+		out = append(out, m.Tables...)
 	}
 	slices.Sort(out)
 	return out
@@ -231,9 +177,9 @@ func TestMigrateJobpipe(t *testing.T) {
 	for i := len(ms) - 1; i >= 0; i-- {
 		var prev int64
 		if i > 0 {
-			prev = ms[i-1].version
+			prev = ms[i-1].Version
 		}
-		migrate(t, s, 0, fmt.Sprintf("rolled back jobpipe %s (Nms)\nnow jobpipe at version %d\n", ms[i].file, prev), "", "down")
+		migrate(t, s, 0, fmt.Sprintf("rolled back jobpipe %s (Nms)\nnow jobpipe at version %d\n", ms[i].File, prev), "", "down")
 		assertTables(t, s, tablesThrough(ms[:i])...)
 	}
 	migrate(t, s, 0, "nothing to roll back: no jobpipe migrations are applied\n", "", "down")
