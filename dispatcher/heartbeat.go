@@ -28,8 +28,8 @@ type running struct {
 
 	lostMu sync.Mutex // guards lost only, so the watchdog never waits behind a slow heartbeat
 	lost   error
-	stop     chan struct{}
-	done     chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 func newRunning(k *kindRunner, c *claimed, lock *execlock.Lock, cancel context.CancelCauseFunc) *running {
