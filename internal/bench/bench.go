@@ -71,7 +71,7 @@ func (s *session) settings(ctx context.Context) {
 	r.setting("go", runtime.Version())
 	r.setting("cpus", runtime.NumCPU())
 	r.setting("schema", o.Schema)
-	for _, name := range []string{"server_version", "shared_buffers", "synchronous_commit", "max_connections"} {
+	for _, name := range []string{"server_version", "shared_buffers", "synchronous_commit", "fsync", "autovacuum", "max_connections"} {
 		var v string
 		if err := s.db.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err == nil {
 			r.setting("pg_"+name, v)
@@ -85,6 +85,7 @@ func (s *session) settings(ctx context.Context) {
 	r.setting("claim_batch", o.ClaimBatch)
 	r.setting("pool_per_dispatcher", o.Pool)
 	r.setting("enqueue_batch", o.Batch)
+	r.setting("analyze_after_load", !o.NoAnalyze)
 	rows := make([][]string, len(r.Settings))
 	for i, p := range r.Settings {
 		rows[i] = []string{p.Key, format(p.Value)}

@@ -23,6 +23,9 @@ func runDrain(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
+	if err := s.analyze(ctx, kind.Info().Table, false); err != nil {
+		return err
+	}
 	var led ledger
 	s.trace.reset()
 	start := time.Now()
@@ -80,6 +83,8 @@ func runDrain(ctx context.Context, s *session) error {
 		{"updates (HOT)", fmt.Sprintf("%d (%d)", tup.Updates, tup.HotUpdates), ""},
 		{"autovacuum runs during the run", format(tup.Autovacuums), ""},
 		{"table size with indexes", fmt.Sprintf("%.1f MiB", float64(tup.TotalBytes)/(1<<20)), ""},
+		{"blocks read outside shared_buffers: heap / indexes", fmt.Sprintf("%d of %d / %d of %d",
+			tup.HeapRead, tup.HeapRead+tup.HeapHit, tup.IdxRead, tup.IdxRead+tup.IdxHit), "insert and drain"},
 	}})
 	acc.record(r)
 	s.statements("dispatchers' statements during the drain (client-side time)")
@@ -94,6 +99,12 @@ type tupleStats struct {
 	HotUpdates  int64 `json:"n_tup_hot_upd"`
 	Autovacuums int64 `json:"autovacuum_count"`
 	TotalBytes  int64 `json:"total_bytes"`
+	// Block reads during the run (pg_statio_user_tables): hits in shared_buffers, and reads from the
+	// kernel (its page cache or the disk), for the heap and all indexes.
+	HeapHit  int64 `json:"heap_blks_hit"`
+	HeapRead int64 `json:"heap_blks_read"`
+	IdxHit   int64 `json:"idx_blks_hit"`
+	IdxRead  int64 `json:"idx_blks_read"`
 }
 
 // tupleStats reads the table's statistics once the dispatchers' backends have reported theirs:
@@ -102,8 +113,12 @@ func (s *session) tupleStats(ctx context.Context, table string) (tupleStats, err
 	var t tupleStats
 	read := func() error {
 		return s.db.QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, autovacuum_count,
-			pg_total_relation_size(relid) FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2`,
-			s.opts.Schema, table).Scan(&t.LiveTuples, &t.DeadTuples, &t.Updates, &t.HotUpdates, &t.Autovacuums, &t.TotalBytes)
+			pg_total_relation_size(s.relid), coalesce(heap_blks_hit, 0), coalesce(heap_blks_read, 0),
+			coalesce(idx_blks_hit, 0), coalesce(idx_blks_read, 0)
+			FROM pg_stat_user_tables s JOIN pg_statio_user_tables io USING (relid)
+			WHERE s.schemaname = $1 AND s.relname = $2`, s.opts.Schema, table).
+			Scan(&t.LiveTuples, &t.DeadTuples, &t.Updates, &t.HotUpdates, &t.Autovacuums, &t.TotalBytes,
+				&t.HeapHit, &t.HeapRead, &t.IdxHit, &t.IdxRead)
 	}
 	prev := int64(-1)
 	for range 10 {

@@ -44,6 +44,9 @@ type Options struct {
 	Lead time.Duration
 	// Explain prints EXPLAIN (ANALYZE, BUFFERS) of the dispatcher's head query (select).
 	Explain bool
+	// NoAnalyze skips the ANALYZE (select: VACUUM ANALYZE) a run gives a table after loading it, which
+	// stands in for the auto-analyze a stock server runs within a minute of a bulk load.
+	NoAnalyze bool
 	// Progress is how often a progress line is written to Log; negative turns it off.
 	Progress time.Duration
 	// Timeout bounds the whole run.

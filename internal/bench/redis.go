@@ -62,7 +62,7 @@ func openRedis(ctx context.Context, nodes []string, spawn int, schema string) (r
 	}
 	for i, c := range clients {
 		if err := c.Ping(ctx).Err(); err != nil {
-			return nil, fmt.Errorf("Redis node %s does not answer (set --redis-url or REDIS_URL, or use --spawn-redis N): %w", rs.nodes[i], err)
+			return nil, fmt.Errorf("the Redis node %s does not answer (set --redis-url or REDIS_URL, or use --spawn-redis N): %w", rs.nodes[i], err)
 		}
 	}
 	return rs, nil

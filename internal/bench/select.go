@@ -93,7 +93,7 @@ func (s *session) selectSize(ctx context.Context, kind *jobinfo.Kind[keyedJob], 
 	}
 	m.Missing = int64(size) - rows
 	// As autovacuum would have by the time a table this size is worked: statistics and visibility map.
-	if _, err := s.db.Exec(ctx, "VACUUM (ANALYZE) "+table); err != nil {
+	if err := s.analyze(ctx, kind.Info().Table, true); err != nil {
 		return m, err
 	}
 	times := make([][]time.Duration, len(ways))

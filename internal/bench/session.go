@@ -152,6 +152,21 @@ func (s *session) truncate(ctx context.Context, table pgx.Identifier) error {
 	return err
 }
 
+// analyze gathers the planner's statistics of a freshly loaded table, as autovacuum's auto-analyze
+// would on a stock server shortly after a bulk load (the settings record whether autovacuum is on);
+// --no-analyze leaves the table as loaded.
+func (s *session) analyze(ctx context.Context, table pgx.Identifier, vacuum bool) error {
+	if s.opts.NoAnalyze {
+		return nil
+	}
+	stmt := "ANALYZE "
+	if vacuum {
+		stmt = "VACUUM (ANALYZE) "
+	}
+	_, err := s.db.Exec(ctx, stmt+table.Sanitize())
+	return err
+}
+
 // waitFor polls cond every interval until it holds, ctx ends, or timeout passes.
 func waitFor(ctx context.Context, what string, timeout, interval time.Duration, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)

@@ -24,6 +24,9 @@ func runSteady(ctx context.Context, s *session) error {
 	if err := insert(ctx, s, kind, 0, target, &inserted, newPlainJob); err != nil {
 		return err
 	}
+	if err := s.analyze(ctx, kind.Info().Table, false); err != nil {
+		return err
+	}
 	var led ledger
 	s.trace.reset()
 	f, err := s.startFleet(ctx, o.Dispatchers[0], "steady", false, func(d *dispatcher.Dispatcher) error {

@@ -16,6 +16,7 @@ import (
 type tracer struct {
 	mu    sync.Mutex
 	stats map[string]*stmtStat
+	known sync.Map // exact statement text -> label, checked before statementLabels
 }
 
 type stmtStat struct {
@@ -33,9 +34,23 @@ type traceKey struct{}
 
 func newTracer() *tracer { return &tracer{stats: map[string]*stmtStat{}} }
 
+// name labels a statement by its exact text, for statements the library exports (the head queries).
+func (t *tracer) name(sql, label string) {
+	if sql != "" {
+		t.known.Store(sql, label)
+	}
+}
+
+func (t *tracer) label(sql string) string {
+	if l, ok := t.known.Load(sql); ok {
+		return l.(string)
+	}
+	return statementLabel(sql)
+}
+
 // TraceQueryStart implements pgx.QueryTracer.
 func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	return context.WithValue(ctx, traceKey{}, traceStart{statementLabel(data.SQL), time.Now()})
+	return context.WithValue(ctx, traceKey{}, traceStart{t.label(data.SQL), time.Now()})
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
@@ -122,13 +137,11 @@ func (t *tracer) table(title string) Table {
 
 // statementLabels name the statements jobpipe sends, by a fragment only that statement contains
 // (checked in order). They follow dispatcher/queries.go, leader.go and uniqueness; a statement that
-// matches none is labelled by its first words.
+// matches none is labelled by its first words. The head queries are named by their exact text
+// (tracer.name), since dispatcher.HeadsQueries exports them.
 var statementLabels = []struct{ fragment, label string }{
 	{"WITH expired AS", "rescue"},
 	{"FOR UPDATE SKIP LOCKED)\nUPDATE", "claim plain (select+update)"},
-	{"WITH candidates AS (", "select heads: fast walk (keyed)"},
-	{"WITH RECURSIVE k AS (", "select heads: key scan (keyed)"},
-	{"AND NOT EXISTS (SELECT 1 FROM", "select heads (keyed)"},
 	{"FROM unnest($1::bigint[], $2::int[]) AS u(id, slot)", "claim ids (keyed)"},
 	{"AS u(id, token, outcome, err, delay)", "finish (batch)"},
 	{"SET lease_expires_at = now() + make_interval(secs => $3)", "heartbeat"},

@@ -41,7 +41,7 @@ scenarios and targets (BENCHMARKS.md, the 2-core machine):
 flags (defaults in brackets):
   --database-url URL   PostgreSQL [$DATABASE_URL, else ` + defaultDatabaseURL + `]
   --redis-url NODES    Redis lock nodes, comma-separated host:port or redis:// URLs (unique only)
-                       [$REDIS_URL, else ` + benchRedisDefault + `]
+                       [$REDIS_URL, else ` + defaultRedisURL + `]
   --spawn-redis N      start N throw-away redis-server processes on free ports for the run instead
                        (no persistence; killed at the end, also on error or interrupt) [0]
   --schema NAME        the schema the run owns [jobpipe_bench_SCENARIO]
@@ -58,6 +58,9 @@ flags (defaults in brackets):
   --sizes LIST         select: pending rows per round [10000,100000,1000000]
   --repeat N           select: timed passes per size and statement, after 2 warm-ups [20]
   --lead D             herd: the jobs fall due this long after their insert starts [5s]
+  --no-analyze         do not ANALYZE a table after loading it (select: VACUUM ANALYZE); by default
+                       a run does, standing in for the auto-analyze a stock server runs within a
+                       minute of a bulk load (the settings table shows the server's autovacuum)
   --explain            select: print EXPLAIN (ANALYZE, BUFFERS) of the statements at the largest size
                        (always in --json)
   --json FILE          write the whole report as JSON
@@ -70,23 +73,20 @@ Exit status: 0 when the run finished and its accounting holds, 1 when it failed 
 doubled or early job, 2 when the command line is wrong.
 `
 
-// benchRedisDefault is the lock node bench uses without --redis-url or REDIS_URL.
-const benchRedisDefault = "127.0.0.1:6379"
-
 func init() {
 	register(&command{name: "bench", summary: "run a benchmark scenario and check its accounting", usage: benchUsage, run: runBench})
 }
 
 // benchFlags are the command line's values before they become bench.Options.
 type benchFlags struct {
-	dbURL, redisURL, json, cpuprofile, dispatchers, sizes string
-	opts                                                  bench.Options
+	dbURL, redisURL                      *string
+	json, cpuprofile, dispatchers, sizes string
+	opts                                 bench.Options
 }
 
 func (f *benchFlags) define(fs *flag.FlagSet) {
 	o := &f.opts
-	fs.StringVar(&f.dbURL, "database-url", "", "")
-	fs.StringVar(&f.redisURL, "redis-url", "", "")
+	f.dbURL, f.redisURL = databaseURLFlag(fs), redisNodesFlag(fs)
 	fs.IntVar(&o.SpawnRedis, "spawn-redis", 0, "")
 	fs.StringVar(&o.Schema, "schema", "", "")
 	fs.BoolVar(&o.Keep, "keep", false, "")
@@ -103,6 +103,7 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&o.Repeat, "repeat", 0, "")
 	fs.DurationVar(&o.Lead, "lead", 0, "")
 	fs.BoolVar(&o.Explain, "explain", false, "")
+	fs.BoolVar(&o.NoAnalyze, "no-analyze", false, "")
 	fs.StringVar(&f.json, "json", "", "")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "")
 	fs.DurationVar(&o.Progress, "progress", bench.DefaultProgress, "")
@@ -141,7 +142,7 @@ func parseBench(e *env, args []string) (*benchFlags, error) {
 	if o.Progress == 0 {
 		o.Progress = -1 // off; zero would mean the default
 	}
-	o.RedisNodes = e.benchRedisNodes(f.redisURL)
+	o.RedisNodes = e.benchRedisNodes(*f.redisURL)
 	o.Out, o.Log = e.Stdout, e.Stderr
 	if err := errors.Join(errs...); err != nil {
 		return nil, &usageError{err: err}
@@ -152,14 +153,15 @@ func parseBench(e *env, args []string) (*benchFlags, error) {
 	return f, nil
 }
 
-// benchRedisNodes picks the lock nodes: --redis-url, else $REDIS_URL, else the local default.
+// benchRedisNodes picks the lock nodes as env.redisNodes does (--redis-url, else $REDIS_URL, else
+// the local default), as addresses: the bench makes clients for each dispatcher, or spawns nodes.
 func (e *env) benchRedisNodes(flagValue string) []string {
 	v := flagValue
 	if v == "" {
 		v = e.Getenv("REDIS_URL")
 	}
 	if v == "" {
-		v = benchRedisDefault
+		v = defaultRedisURL
 	}
 	return strings.Split(v, ",")
 }
@@ -199,7 +201,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 		defer stop()
 	}
-	db, err := e.connect(ctx, f.dbURL)
+	db, err := e.connect(ctx, *f.dbURL)
 	if err != nil {
 		return err
 	}
