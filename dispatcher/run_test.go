@@ -2,7 +2,6 @@ package dispatcher_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -101,4 +100,3 @@ func deref(s *string) string {
 	return *s
 }
 
-var errTest = errors.New("test")

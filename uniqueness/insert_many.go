@@ -35,30 +35,35 @@ func (in *Inserter) InsertMany(ctx context.Context, db jobinfo.DB, rows []Row, s
 
 const reserveIDsSQL = `SELECT now(), array_agg(nextval(pg_get_serial_sequence($1, 'id'))) FROM generate_series(1, $2)`
 
+// copyRows reserves ids, copies the rows and notifies, in one transaction (a savepoint when db is one
+// already), so that the batch is enqueued whole or not at all.
 func (in *Inserter) copyRows(ctx context.Context, db jobinfo.DB, rows []Row) ([]Result, error) {
-	var now time.Time
-	var ids []int64
-	if err := db.QueryRow(ctx, reserveIDsSQL, in.info.Table.Sanitize(), len(rows)).Scan(&now, &ids); err != nil {
-		return nil, in.wrap(err)
-	}
-	src := make([][]any, len(rows))
 	results := make([]Result, len(rows))
-	for i, r := range rows {
-		var after any
-		if at, delay := r.schedule(); at != nil {
-			after = *at
-		} else if delay != nil {
-			after = now.Add(*delay)
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var now time.Time
+		var ids []int64
+		if err := tx.QueryRow(ctx, reserveIDsSQL, in.info.Table.Sanitize(), len(rows)).Scan(&now, &ids); err != nil {
+			return err
 		}
-		vals := make([]any, 0, len(r.Values)+2)
-		vals = append(append(append(vals, ids[i]), r.Values...), after)
-		src[i] = vals
-		results[i] = Result{ID: ids[i]}
-	}
-	if _, err := db.CopyFrom(ctx, in.info.Table, in.copy, pgx.CopyFromRows(src)); err != nil {
-		return nil, in.wrap(err)
-	}
-	if _, err := db.Exec(ctx, "SELECT "+notifyCall(in.info.Name)); err != nil {
+		src := make([][]any, len(rows))
+		for i, r := range rows {
+			var after any
+			if at, delay := r.schedule(); at != nil {
+				after = *at
+			} else if delay != nil {
+				after = now.Add(*delay)
+			}
+			vals := make([]any, 0, len(r.Values)+2)
+			src[i] = append(append(append(vals, ids[i]), r.Values...), after)
+			results[i] = Result{ID: ids[i]}
+		}
+		if _, err := tx.CopyFrom(ctx, in.info.Table, in.copy, pgx.CopyFromRows(src)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "SELECT "+notifyCall(in.info.Name))
+		return err
+	})
+	if err != nil {
 		return nil, in.wrap(err)
 	}
 	return results, nil

@@ -1,4 +1,5 @@
-// Command jobpipe manages the PostgreSQL side of jobpipe, the background-job library.
+// Command jobpipe manages jobpipe, the background-job library: migrations, job tables, the demo and
+// the benchmarks.
 //
 // Usage:
 //
@@ -15,13 +16,19 @@
 //	    Writes an empty goose SQL migration DIR/<UTC timestamp>_NAME.sql.
 //	kind new NAME --field COLUMN:TYPE ... [--unique COLS] [--key COLS] [--dir DIR]
 //	    Writes the migration that creates a job kind's table (printed without --dir).
-//	demo [--database-url URL] [--schema NAME] [--jobs N] [--customers N]
-//	    Runs the demo pipeline in a schema of its own and prints its checked summary.
+//	demo [--database-url URL] [--redis-url NODES] [--schema NAME] [--jobs N] [--verbose]
+//	    Runs the demo pipeline (five kinds, two dispatchers) in a schema of its own and prints
+//	    its live progress and a summary it checks itself.
+//	bench drain|steady|unique|herd|select [flags]
+//	    Runs a benchmark scenario in a schema of its own; it verifies its own accounting and
+//	    ends with a RESULT line.
 //	help [command]
 //	    Prints the list of commands, or one command's full usage.
 //
 // Commands that connect use --database-url, else $DATABASE_URL, else
 // postgres://127.0.0.1:5432/postgres?sslmode=disable; the URL's search_path selects the schema.
+// Commands that need Redis use --redis-url, else $REDIS_URL, else 127.0.0.1:6379 (comma-separated
+// for several independent lock nodes).
 //
 // Exit status: 0 on success, 1 when a command fails, 2 when the command line is wrong.
 // The command is implemented, and tested in-process, by internal/cli.
