@@ -99,4 +99,3 @@ func deref(s *string) string {
 	}
 	return *s
 }
-
