@@ -39,20 +39,7 @@ func runDrain(ctx context.Context, s *session) error {
 		return err
 	}
 	defer f.stop(ctx)
-	stop := progress(o.Log, o.Progress, "drain", func() (int64, int64) {
-		p := f.processed()
-		return p, jobs - p
-	})
-	err = s.waitProcessed(ctx, f, jobs)
-	elapsed := time.Since(start)
-	stop()
-	if err != nil {
-		return err
-	}
-	if err := f.stop(ctx); err != nil {
-		return err
-	}
-	acc, err := s.account(ctx, kind.Info().Table, &led, jobs, 0)
+	elapsed, acc, err := s.drainFleet(ctx, f, "drain", start, jobs, kind.Info().Table, &led)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -130,4 +131,24 @@ func (s *session) waitProcessed(ctx context.Context, f *fleet, want int64) error
 		}
 		return false, nil
 	})
+}
+
+// drainFleet shows progress while f works through jobs, waits until they are processed, stops the
+// fleet and checks the accounting of table against led. It returns the time from start.
+func (s *session) drainFleet(ctx context.Context, f *fleet, label string, start time.Time, jobs int64, table pgx.Identifier, led *ledger) (time.Duration, accounting, error) {
+	stop := progress(s.opts.Log, s.opts.Progress, label, func() (int64, int64) {
+		p := f.processed()
+		return p, jobs - p
+	})
+	err := s.waitProcessed(ctx, f, jobs)
+	elapsed := time.Since(start)
+	stop()
+	if err != nil {
+		return elapsed, accounting{}, err
+	}
+	if err := f.stop(ctx); err != nil {
+		return elapsed, accounting{}, err
+	}
+	acc, err := s.account(ctx, table, led, jobs, 0)
+	return elapsed, acc, err
 }
