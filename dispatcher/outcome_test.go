@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/backoff"
 	"github.com/jobpipe/jobpipe/dispatcher"
@@ -21,9 +22,8 @@ type rowState struct {
 	LastError string
 }
 
-func readState(t *testing.T, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, table string, id int64) rowState {
+// readState reads where job id of table stands.
+func readState(t *testing.T, db *pgxpool.Pool, table string, id int64) rowState {
 	t.Helper()
 	var s rowState
 	err := db.QueryRow(context.Background(), `SELECT attempts_made, processed_at IS NOT NULL, failed_at IS NOT NULL, coalesce(last_error, '')

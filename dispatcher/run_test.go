@@ -71,31 +71,10 @@ func TestRetriesThenFails(t *testing.T) {
 	waitFor(t, "both finished", 20*time.Second, func() (bool, error) {
 		return countWhere(t, b.db, "flaky", "processed_at IS NOT NULL OR failed_at IS NOT NULL") == 2, nil
 	})
-	type state struct {
-		attempts  int
-		lastError *string
-		processed bool
-		failed    bool
+	if st := readState(t, b.db, "flaky", poison.ID); st != (rowState{Attempts: 3, Failed: true, LastError: "boom 3"}) {
+		t.Errorf("poison job: %+v", st)
 	}
-	read := func(id int64) (s state) {
-		err := b.db.QueryRow(ctx, `SELECT attempts_made, last_error, processed_at IS NOT NULL, failed_at IS NOT NULL FROM flaky WHERE id = $1`, id).
-			Scan(&s.attempts, &s.lastError, &s.processed, &s.failed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+	if st := readState(t, b.db, "flaky", flaky.ID); st != (rowState{Attempts: 3, Processed: true, LastError: "boom 2"}) {
+		t.Errorf("flaky job: %+v", st)
 	}
-	if s := read(poison.ID); s.attempts != 3 || !s.failed || s.processed || s.lastError == nil || *s.lastError != "boom 3" {
-		t.Errorf("poison job: %+v (last error %v)", s, deref(s.lastError))
-	}
-	if s := read(flaky.ID); s.attempts != 3 || s.failed || !s.processed || s.lastError == nil || *s.lastError != "boom 2" {
-		t.Errorf("flaky job: %+v (last error %v)", s, deref(s.lastError))
-	}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return "<nil>"
-	}
-	return *s
 }
