@@ -6,10 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,15 +14,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobpipe/jobpipe/execlock"
+	"github.com/jobpipe/jobpipe/internal/redisproc"
 )
-
-// redisReadyTimeout is how long a spawned redis-server gets to answer PING.
-const redisReadyTimeout = 10 * time.Second
 
 // redisSet is the lock nodes of a run: the ones named by RedisNodes, or throw-away processes.
 type redisSet struct {
 	nodes   []string
-	procs   []*redisProc
+	procs   []*redisproc.Server
+	dir     string // the spawned servers' working directory
 	prefix  string
 	hook    *lockHook
 	mu      sync.Mutex
@@ -41,17 +37,20 @@ func openRedis(ctx context.Context, nodes []string, spawn int, schema string) (r
 		}
 	}()
 	if spawn > 0 {
-		bin, err := exec.LookPath("redis-server")
+		bin, err := redisproc.Binary()
 		if err != nil {
-			return nil, fmt.Errorf("--spawn-redis: redis-server is not installed: %w", err)
+			return nil, fmt.Errorf("--spawn-redis: %w", err)
+		}
+		if rs.dir, err = os.MkdirTemp("", "jobpipe-bench-redis-"); err != nil {
+			return nil, fmt.Errorf("--spawn-redis: %w", err)
 		}
 		for range spawn {
-			p, err := startRedis(ctx, bin)
+			p, err := redisproc.Start(ctx, bin, rs.dir, 0)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("--spawn-redis: %w", err)
 			}
 			rs.procs = append(rs.procs, p)
-			rs.nodes = append(rs.nodes, p.addr)
+			rs.nodes = append(rs.nodes, p.Addr)
 		}
 	} else {
 		rs.nodes = nodes
@@ -116,96 +115,11 @@ func (rs *redisSet) close(_ context.Context) {
 	rs.clients = nil
 	rs.mu.Unlock()
 	for _, p := range rs.procs {
-		p.kill()
+		p.Kill()
 	}
-}
-
-// redisProc is a redis-server this run started: no persistence, on 127.0.0.1, killed by its pid.
-type redisProc struct {
-	addr   string
-	dir    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
-
-// startRedis starts redis-server on a free port and waits until it answers. Another process may
-// take the port between the check and the bind, so a few ports are tried.
-func startRedis(ctx context.Context, bin string) (*redisProc, error) {
-	var errs []error
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		p, err := startRedisOn(ctx, bin, port)
-		if err == nil {
-			return p, nil
-		}
-		errs = append(errs, err)
+	if rs.dir != "" {
+		_ = os.RemoveAll(rs.dir)
 	}
-	return nil, errors.Join(errs...)
-}
-
-func startRedisOn(ctx context.Context, bin string, port int) (*redisProc, error) {
-	dir, err := os.MkdirTemp("", "jobpipe-bench-redis-")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--daemonize", "no", "--dir", dir, "--logfile", "")
-	cmd.SysProcAttr = childProcAttr()
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("--spawn-redis: starting redis-server: %w", err)
-	}
-	p := &redisProc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.exited)
-	}()
-	if err := p.waitReady(ctx); err != nil {
-		p.kill()
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *redisProc) waitReady(ctx context.Context) error {
-	c := redis.NewClient(&redis.Options{Addr: p.addr, DialTimeout: time.Second, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(redisReadyTimeout)
-	for {
-		err := c.Ping(ctx).Err()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-p.exited:
-			return fmt.Errorf("--spawn-redis: redis-server on %s exited at start", p.addr)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("--spawn-redis: redis-server on %s did not answer within %v: %w", p.addr, redisReadyTimeout, err)
-		}
-	}
-}
-
-// kill sends SIGKILL to the process by its pid and waits for it to exit.
-func (p *redisProc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-	os.RemoveAll(p.dir)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("--spawn-redis: finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func randomHex(n int) string {

@@ -1,25 +1,16 @@
 package testenv
 
 import (
-	"bufio"
-	"errors"
+	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// redisNodeReadyTimeout is how long a started redis-server gets to answer PING.
-const redisNodeReadyTimeout = 10 * time.Second
+	"github.com/jobpipe/jobpipe/internal/redisproc"
+)
 
 // RedisNode is a redis-server process that belongs to one test: no persistence, bound to
 // 127.0.0.1 on a free port, not daemonized (so its pid is ours to signal). It is killed when the
@@ -28,15 +19,13 @@ type RedisNode struct {
 	// Addr is the node's 127.0.0.1:port; it stays the same across Restart.
 	Addr string
 
-	t    testing.TB
-	bin  string
-	port int
-	dir  string
+	t   testing.TB
+	bin string
+	dir string
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd     // the running process, nil after Kill
-	exited  chan struct{} // closed when cmd has exited and been waited for
-	starts  int           // numbers the log files
+	proc    *redisproc.Server // the running process, nil after Kill
+	port    int
 	clients []*redis.Client
 }
 
@@ -48,9 +37,9 @@ func StartRedisNodes(t testing.TB, n int) []*RedisNode {
 	if n < 1 {
 		t.Fatalf("testenv: StartRedisNodes(%d): want at least one node", n)
 	}
-	bin, err := exec.LookPath("redis-server")
+	bin, err := redisproc.Binary()
 	if err != nil {
-		t.Fatalf("testenv: redis-server is not installed (%v): install it (apt-get install redis-server) to run the tests that start their own Redis nodes", err)
+		t.Fatalf("testenv: %v, to run the tests that start their own Redis nodes", err)
 	}
 	nodes := make([]*RedisNode, 0, n)
 	t.Cleanup(func() {
@@ -60,7 +49,7 @@ func StartRedisNodes(t testing.TB, n int) []*RedisNode {
 	})
 	for range n {
 		nd := &RedisNode{t: t, bin: bin, dir: t.TempDir()}
-		if err := nd.startOnFreePort(); err != nil {
+		if err := nd.startLocked(0); err != nil {
 			t.Fatal(err)
 		}
 		nodes = append(nodes, nd)
@@ -72,10 +61,10 @@ func StartRedisNodes(t testing.TB, n int) []*RedisNode {
 func (n *RedisNode) Pid() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd == nil {
+	if n.proc == nil {
 		return 0
 	}
-	return n.cmd.Process.Pid
+	return n.proc.Pid()
 }
 
 // Kill sends SIGKILL and waits for the process to exit: like a crash, nothing is flushed.
@@ -123,11 +112,11 @@ func (n *RedisNode) Client() *redis.Client {
 func (n *RedisNode) signal(sig syscall.Signal) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd == nil {
+	if n.proc == nil {
 		n.t.Errorf("testenv: redis node %s: %v: not running", n.Addr, sig)
 		return
 	}
-	if err := n.cmd.Process.Signal(sig); err != nil {
+	if err := n.proc.Signal(sig); err != nil {
 		n.t.Errorf("testenv: redis node %s: %v: %v", n.Addr, sig, err)
 	}
 }
@@ -144,118 +133,22 @@ func (n *RedisNode) stop() {
 }
 
 func (n *RedisNode) killLocked() {
-	if n.cmd == nil {
+	if n.proc == nil {
 		return
 	}
-	_ = n.cmd.Process.Kill() // SIGKILL, which also ends a stopped process
-	<-n.exited
-	n.cmd = nil
+	n.proc.Kill()
+	n.proc = nil
 }
 
-// startOnFreePort starts the node on a port the kernel says is free. Another process may take
-// the port between the check and redis-server's bind, so a few ports are tried.
-func (n *RedisNode) startOnFreePort() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var errs []error
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		err = n.startLocked(port)
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// startLocked starts redis-server on port and waits until it answers PING.
+// startLocked starts redis-server on port (0: a free one) and waits until it answers PING.
 func (n *RedisNode) startLocked(port int) error {
-	n.starts++
-	logPath := filepath.Join(n.dir, fmt.Sprintf("redis-%d.log", n.starts))
-	logFile, err := os.Create(logPath)
+	proc, err := redisproc.Start(context.Background(), n.bin, n.dir, port)
 	if err != nil {
-		return fmt.Errorf("testenv: redis node log: %w", err)
+		return fmt.Errorf("testenv: %w", err)
 	}
-	defer logFile.Close() // the child has its own descriptor
-
-	cmd := exec.Command(n.bin,
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", n.dir)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = childProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("testenv: start redis-server: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // reaps the process; its exit status matters to no one
-		close(exited)
-	}()
-	n.cmd, n.exited, n.port = cmd, exited, port
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if n.Addr != addr { // only on the first start: tests may read Addr during a Restart
-		n.Addr = addr
-	}
-
-	if err := waitForPong(addr, exited); err != nil {
-		n.killLocked()
-		log, _ := os.ReadFile(logPath)
-		return fmt.Errorf("testenv: redis-server on port %d: %w; its log:\n%s", port, err, strings.TrimSpace(string(log)))
+	n.proc, n.port = proc, proc.Port
+	if n.Addr != proc.Addr { // only on the first start: tests may read Addr during a Restart
+		n.Addr = proc.Addr
 	}
 	return nil
-}
-
-// waitForPong polls addr with PING until it answers PONG, the process exits or time runs out.
-func waitForPong(addr string, exited <-chan struct{}) error {
-	deadline := time.Now().Add(redisNodeReadyTimeout)
-	for {
-		err := ping(addr)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return errors.New("exited before answering")
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer to PING after %v: %w", redisNodeReadyTimeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// ping speaks just enough RESP to check a node without creating a client.
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
-}
-
-// freePort asks the kernel for a free TCP port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("testenv: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
