@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,88 +27,208 @@ type claimed struct {
 	queueLock    *execlock.Lock
 }
 
-// claim takes up to n due jobs of the kind.
-func (k *kindRunner) claim(ctx context.Context, n int) ([]*claimed, error) {
-	if k.keyLimit == 0 {
-		return k.claimPlain(ctx, n)
+// claim takes up to n due jobs of the kind, within its limits.
+func (k *kindRunner) claim(ctx context.Context, n int) (claims []*claimed, err error) {
+	lim, err := k.currentLimits(ctx)
+	if err != nil || lim.halted() {
+		return nil, err
 	}
-	return k.claimKeyed(ctx, n)
+	if !k.keyed && lim.maxRunning == nil {
+		return k.claimPlain(ctx, k.d.cfg.DB, n)
+	}
+	tx, err := k.d.cfg.DB.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			claims = nil
+		}
+	}()
+	if lim.maxRunning != nil {
+		if n, err = k.budget(ctx, tx, n); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case n == 0:
+	case k.keyed:
+		claims, err = k.claimKeyed(ctx, tx, n, lim.keyLimit)
+	default:
+		claims, err = k.claimPlain(ctx, tx, n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		// The queue locks of a claim that did not commit are released; their jobs stay waiting.
+		k.releaseQueueLocks(claims)
+		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
+	}
+	return claims, nil
 }
 
 func (k *kindRunner) leaseSeconds() float64 { return k.d.cfg.LeaseTTL.Seconds() }
 
-func (k *kindRunner) claimPlain(ctx context.Context, n int) ([]*claimed, error) {
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func (k *kindRunner) claimPlain(ctx context.Context, db querier, n int) ([]*claimed, error) {
 	sent := time.Now()
-	rows, err := k.d.cfg.DB.Query(ctx, k.sql.claimPlain, n, k.leaseSeconds(), k.d.cfg.NodeName)
+	rows, err := db.Query(ctx, k.sql.claimPlain, n, k.leaseSeconds(), k.d.cfg.NodeName)
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}
 	return k.scanClaimed(rows, sent)
 }
 
-// claimKeyed locks due heads of keys below their limit, takes a queue lock on a free slot of each
-// key, and claims the rows whose lock it got, all in one transaction so other dispatchers skip them.
-func (k *kindRunner) claimKeyed(ctx context.Context, n int) (claims []*claimed, err error) {
-	tx, err := k.d.cfg.DB.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
-	}
+// claimKeyed locks the due jobs that may start under their key's limit (see headsSQL), takes a queue
+// lock on a free slot of each key for each of them, and claims the rows whose lock it got, in tx so
+// that other dispatchers skip them. keyLimit is the kind's per-key default.
+func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (claims []*claimed, err error) {
 	var locks []*execlock.Lock // queue locks taken, released unless their job is claimed
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-			claims = nil
-		}
-		k.releaseUnclaimed(ctx, locks, claims)
-	}()
-	heads, err := k.selectHeads(ctx, tx, n)
+	defer func() { k.releaseUnclaimed(ctx, locks, claims) }()
+	heads, err := k.selectHeads(ctx, tx, n, keyLimit)
 	if err != nil {
+		return nil, err
+	}
+	if err := k.refreshBusy(ctx, tx, heads); err != nil {
 		return nil, err
 	}
 	var ids []int64
 	var slots []int32
+	taken := map[string][]int{} // per key: the slots locked in this pass
+	refused := map[string]bool{}
 	for _, h := range heads {
-		lock, lerr := k.d.locker.TryQueueSlot(ctx, k.info.Name, h.key, k.keyLimit, h.busy...)
-		if lerr != nil {
-			k.d.logger.Debug("dispatcher: no queue lock", "kind", k.info.Name, "key", h.key, "err", lerr)
+		if refused[h.key] {
 			continue
 		}
+		lock, lerr := k.lockSlot(ctx, h, taken[h.key])
+		if lerr != nil {
+			// Every free slot is held in Redis although the database shows it free: a claim of this
+			// key is in flight elsewhere. The key's other jobs wait for the next pass.
+			k.d.logger.Debug("dispatcher: no queue lock", "kind", k.info.Name, "key", h.key, "err", lerr)
+			refused[h.key] = true
+			continue
+		}
+		taken[h.key] = append(taken[h.key], lock.Slot())
 		locks = append(locks, lock)
 		ids, slots = append(ids, h.id), append(slots, int32(lock.Slot()))
 	}
 	if len(ids) == 0 {
-		return nil, tx.Commit(ctx)
+		return nil, nil
 	}
 	claims, err = k.claimIDs(ctx, tx, ids, slots)
 	if err != nil {
 		return nil, err
 	}
-	byID := map[int64]*execlock.Lock{}
+	byID := make(map[int64]*execlock.Lock, len(ids))
 	for i, id := range ids {
 		byID[id] = locks[i]
 	}
 	for _, c := range claims {
 		c.queueLock = byID[c.id]
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
-	}
 	return claims, nil
 }
 
-// head is a key's first waiting job, chosen to start, with the slots its key's running jobs hold.
-type head struct {
-	id   int64
-	key  string
-	busy []int
+// lockSlot takes the queue lock of a free slot of h's key, other than those this pass has locked
+// already. It tries first the free slot whose rank among the key's free slots is h's position among
+// the key's waiting jobs: dispatchers claiming different jobs of a key at the same moment see the
+// same free slots and so start on different ones, instead of colliding in Redis. Then the other free
+// slots, in random order.
+func (k *kindRunner) lockSlot(ctx context.Context, h head, taken []int) (*execlock.Lock, error) {
+	limit := min(h.limit, execlock.MaxLimit)
+	busy := make([]bool, limit)
+	for _, s := range h.busy {
+		if s >= 0 && s < limit {
+			busy[s] = true
+		}
+	}
+	// The position counts jobs claimed elsewhere since the heads query as waiting, and the fresh
+	// slots count them as running: count them once.
+	rank := h.pos - 1 - max(0, len(h.busy)-len(h.snapBusy))
+	skip := append(slices.Clone(h.busy), taken...)
+	for slot := range limit {
+		if busy[slot] {
+			continue
+		}
+		if rank > 0 {
+			rank--
+			continue
+		}
+		if slices.Contains(taken, slot) {
+			break
+		}
+		lock, err := k.d.locker.TryQueue(ctx, k.info.Name, h.key, slot)
+		if !errors.Is(err, execlock.ErrTaken) {
+			return lock, err
+		}
+		skip = append(skip, slot)
+		break
+	}
+	return k.d.locker.TryQueueSlot(ctx, k.info.Name, h.key, limit, skip...)
 }
 
-// headWalk is how many waiting jobs the fast head query walks per head wanted (see headsSQL).
+// refreshBusy reads the busy slots of the heads' keys again. The heads query's snapshot was taken
+// before it waited for row locks and before this dispatcher's Redis calls: a claim committed
+// elsewhere meanwhile holds slots that snapshot shows free. Its queue lock may already be given back
+// (its worker holds the execution lock instead), so Redis alone would grant the slot again and the
+// database refuse the claim. A fresh read sees every claim committed before it.
+func (k *kindRunner) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) error {
+	if len(heads) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(heads))
+	for i, h := range heads {
+		ids[i] = h.id
+	}
+	rows, err := tx.Query(ctx, k.sql.busySlots, ids)
+	if err != nil {
+		return fmt.Errorf("dispatcher: reading %q slots: %w", k.info.Name, err)
+	}
+	busy := make(map[int64][]int, len(heads))
+	var id int64
+	var slots []int32
+	_, err = pgx.ForEachRow(rows, []any{&id, &slots}, func() error {
+		b := make([]int, len(slots))
+		for i, s := range slots {
+			b[i] = int(s)
+		}
+		busy[id] = b
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dispatcher: reading %q slots: %w", k.info.Name, err)
+	}
+	for i := range heads {
+		heads[i].snapBusy, heads[i].busy = heads[i].busy, busy[heads[i].id]
+	}
+	return nil
+}
+
+// head is a waiting job chosen to start, with its key's limit and the slots its key's running jobs
+// hold.
+type head struct {
+	id    int64
+	key   string
+	busy  []int // slots held by the key's running jobs, read again by refreshBusy
+	limit int
+	pos   int // 1-based position among the key's waiting jobs, those being claimed elsewhere included
+	// snapBusy is busy as the heads query saw it.
+	snapBusy []int
+}
+
+// headWalk is how many waiting jobs the fast head query walks per job wanted (see headsSQL).
 const headWalk = 4
 
-// selectHeads locks up to n heads: the bounded walk first, the key scan when the walk falls short.
-func (k *kindRunner) selectHeads(ctx context.Context, tx pgx.Tx, n int) ([]head, error) {
-	heads, err := k.queryHeads(ctx, tx, k.sql.headsFast, n, k.keyLimit, headWalk*n+100)
+// selectHeads locks up to n jobs that may start: the bounded walk first, the key scan when the walk
+// falls short.
+func (k *kindRunner) selectHeads(ctx context.Context, tx pgx.Tx, n, keyLimit int) ([]head, error) {
+	heads, err := k.queryHeads(ctx, tx, k.sql.headsFast, n, keyLimit, headWalk*n+100, k.info.Name)
 	if err != nil || len(heads) == n {
 		return heads, err
 	}
@@ -115,7 +236,7 @@ func (k *kindRunner) selectHeads(ctx context.Context, tx pgx.Tx, n int) ([]head,
 	for i, h := range heads {
 		got[i] = h.id
 	}
-	more, err := k.queryHeads(ctx, tx, k.sql.headsScan, n-len(heads), k.keyLimit, got)
+	more, err := k.queryHeads(ctx, tx, k.sql.headsScan, n-len(heads), keyLimit, got, k.info.Name)
 	return append(heads, more...), err
 }
 
@@ -127,10 +248,14 @@ func (k *kindRunner) queryHeads(ctx context.Context, tx pgx.Tx, sql string, args
 	heads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (head, error) {
 		var h head
 		var busy []int32
-		err := r.Scan(&h.id, &h.key, &busy)
+		var limit int32
+		var pos int64
+		err := r.Scan(&h.id, &h.key, &busy, &limit, &pos)
+		h.pos = int(pos)
 		for _, b := range busy {
 			h.busy = append(h.busy, int(b))
 		}
+		h.limit = int(limit)
 		return h, err
 	})
 	if err != nil {
@@ -143,6 +268,12 @@ func (k *kindRunner) queryHeads(ctx context.Context, tx pgx.Tx, sql string, args
 // (a lock node lost its data: invariant I3), it claims them one at a time and leaves out the refused.
 func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32) ([]*claimed, error) {
 	claims, err := k.claimBatch(ctx, tx, ids, slots)
+	if err == nil && len(claims) < len(ids) {
+		// Left out by the claim itself: their slot was taken by a claim committed meanwhile.
+		k.d.logger.Info("dispatcher: slots Redis granted were taken in the database meanwhile; the jobs wait",
+			"kind", k.info.Name, "jobs", len(ids)-len(claims))
+		k.d.stats.claimsRefused.Add(int64(len(ids) - len(claims)))
+	}
 	if !isUniqueViolation(err) {
 		return claims, err
 	}
@@ -181,6 +312,13 @@ func (k *kindRunner) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slo
 		return nil, err
 	}
 	return claims, sp.Commit(ctx)
+}
+
+// releaseQueueLocks releases the queue locks of claims that will not run.
+func (k *kindRunner) releaseQueueLocks(claims []*claimed) {
+	for _, c := range claims {
+		k.releaseQueueLock(c)
+	}
 }
 
 func (k *kindRunner) releaseUnclaimed(ctx context.Context, locks []*execlock.Lock, claims []*claimed) {

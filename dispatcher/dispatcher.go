@@ -145,4 +145,4 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 }
 
 // Stats returns counters of what the dispatcher has done since New.
-func (d *Dispatcher) Stats() Stats { return d.stats.snapshot() }
+func (d *Dispatcher) Stats() Stats { return d.stats.snapshot(d.locker) }

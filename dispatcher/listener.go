@@ -6,12 +6,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobpipe/jobpipe/limits"
 	"github.com/jobpipe/jobpipe/uniqueness"
 )
 
-// listen receives the notifications of new and finished work (uniqueness.NotifyChannel, payload: the
-// kind) on a connection of its own, and wakes the kind's producer. After a reconnect it wakes every
-// kind, since notifications sent meanwhile were lost.
+// listen receives, on a connection of its own, the notifications of new and finished work
+// (uniqueness.NotifyChannel) and of changed limits (limits.NotifyChannel), both with the kind as
+// payload, and wakes the kind's producer. After a reconnect it wakes every kind and reads its limits
+// again, since notifications sent meanwhile were lost.
 func (d *Dispatcher) listen(ctx context.Context) {
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
@@ -35,18 +37,25 @@ func (d *Dispatcher) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{uniqueness.NotifyChannel}.Sanitize()); err != nil {
-		return err
+	for _, channel := range []string{uniqueness.NotifyChannel, limits.NotifyChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+			return err
+		}
 	}
 	for _, k := range d.kinds {
-		k.signal()
+		k.limitsChanged()
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		if k := d.kinds[n.Payload]; k != nil {
+		k := d.kinds[n.Payload]
+		switch {
+		case k == nil:
+		case n.Channel == limits.NotifyChannel:
+			k.limitsChanged()
+		default:
 			k.signal()
 		}
 	}

@@ -20,9 +20,14 @@ const (
 type kindSQL struct {
 	// claimPlain claims up to $1 due jobs of a kind without a key. $2 lease seconds, $3 owner.
 	claimPlain string
-	// headsFast and headsScan lock up to $1 due heads of keys below their limit $2, in the kind's
-	// order (see headsSQL); $3 bounds headsFast's walk and lists headsScan's ids to leave out.
+	// headsFast and headsScan lock up to $1 due jobs that may start under their key's limit, in the
+	// kind's order (see headsSQL). $2 is the kind's per-key default, $3 bounds headsFast's walk and
+	// lists headsScan's ids to leave out, $4 is the kind's name (for its key overrides).
 	headsFast, headsScan string
+	// countRunning counts the kind's running jobs.
+	countRunning string
+	// busySlots returns, for each job $1 of a keyed kind, the slots its key's running jobs hold.
+	busySlots string
 	// claimIDs claims the rows $1 with slots $2. $3 lease seconds, $4 owner.
 	claimIDs string
 	// finish records outcomes: $1 ids, $2 tokens, $3 outcomes, $4 errors, $5 delays in seconds.
@@ -66,12 +71,10 @@ func buildSQL(info *jobinfo.Info) kindSQL {
 UPDATE %[1]s t SET %[5]s
 FROM next WHERE t.id = next.id
 RETURNING %[6]s`, table, waitingCond, due, order, fmt.Sprintf(claimSet, "$2", "$3"), returning(info)),
-		claimIDs: fmt.Sprintf(`UPDATE %[1]s t SET %[2]s, lock_slot = u.slot
-FROM unnest($1::bigint[], $2::int[]) AS u(id, slot)
-WHERE t.id = u.id AND %[3]s
-RETURNING %[4]s`, table, fmt.Sprintf(claimSet, "$3", "$4"), waitingCond, returning(info)),
+		claimIDs: claimIDsSQL(info, table, fmt.Sprintf(claimSet, "$3", "$4")),
 		extend: fmt.Sprintf(`UPDATE %s t SET lease_expires_at = now() + make_interval(secs => $3)
 WHERE t.id = $1 AND t.lock_token = $2 AND %s RETURNING t.id`, table, runningCond),
+		countRunning: fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s`, table, runningCond),
 		nextDue: fmt.Sprintf(`SELECT min(t.process_after) FROM %s t WHERE t.process_after > now() AND %s`, table, waitingCond),
 		finish:  finishSQL(info, table),
 		rescue: fmt.Sprintf(`WITH expired AS (
@@ -88,65 +91,102 @@ RETURNING t.id, t.failed_at IS NOT NULL`, table),
 	}
 	if len(info.Key) > 0 {
 		q.headsFast, q.headsScan = headsSQL(info, table, order, due)
+		q.busySlots = fmt.Sprintf(`SELECT t.id, coalesce((SELECT array_agg(e.lock_slot) FROM %[1]s e WHERE %[2]s AND %[3]s), '{}')
+FROM %[1]s t WHERE t.id = ANY ($1)`, table, sameKey(info, "e", "t"), strings.ReplaceAll(runningCond, "t.", "e."))
 	}
 	return q
 }
 
-// Choosing the heads of keys (the first waiting job of each key, when it is due and its key runs fewer
-// than its limit) takes two queries, because neither is fast in every shape of backlog:
-//
-//   - headsFast walks the first $3 waiting jobs in the kind's order and keeps the heads among them. When
-//     it finds $1 heads, they are the first $1 eligible heads overall (any other lies later in the
-//     order), and the pass costs O($3) whatever the backlog. With few keys and deep backlogs it finds
-//     fewer, and cannot tell whether more heads lie further on.
-//   - headsScan visits every key with waiting jobs (a skip scan: one index probe per key), takes each
-//     key's head, and keeps the eligible ones in the kind's order: complete and fair, O(keys).
-//
-// A pass runs headsFast and, when it falls short, headsScan for the rest. Both lock what they return
-// (FOR UPDATE SKIP LOCKED), so concurrent dispatchers take different heads, and a head being claimed
-// elsewhere makes its key's next job no head until that claim commits. Each row comes with the slots
-// its key's running jobs hold, so the slot lock is only tried on free slots.
-func headsSQL(info *jobinfo.Info, table, order, due string) (fast, scan string) {
-	var same, keyCols, keyVals []string
+// claimIDsSQL claims the rows $1 of a keyed kind with slots $2. A row whose slot a running job of its
+// key holds (a claim committed elsewhere after this dispatcher read the slots, whose queue lock was
+// already given back) is left out rather than refused by the running-slots index: the statement's
+// snapshot is fresh, so only a claim committing while it runs can still make it fail.
+func claimIDsSQL(info *jobinfo.Info, table, set string) string {
+	return fmt.Sprintf(`UPDATE %[1]s t SET %[2]s, lock_slot = u.slot
+FROM unnest($1::bigint[], $2::int[]) AS u(id, slot)
+WHERE t.id = u.id AND %[3]s
+	AND NOT EXISTS (SELECT 1 FROM %[1]s e WHERE %[4]s AND e.lock_slot = u.slot AND %[5]s)
+RETURNING %[6]s`, table, set, waitingCond, sameKey(info, "e", "t"), strings.ReplaceAll(runningCond, "t.", "e."), returning(info))
+}
+
+// sameKey is the condition that rows a and b have the same key.
+func sameKey(info *jobinfo.Info, a, b string) string {
+	var same []string
 	for _, k := range info.Key {
 		c := pgx.Identifier{k}.Sanitize()
-		same = append(same, fmt.Sprintf("e.%s = t.%s", c, c))
-		keyCols = append(keyCols, c)
-		keyVals = append(keyVals, "k."+c)
+		same = append(same, fmt.Sprintf("%s.%s = %s.%s", a, c, b, c))
 	}
-	eRunning := strings.ReplaceAll(runningCond, "t.", "e.")
-	busy := fmt.Sprintf("CROSS JOIN LATERAL (SELECT coalesce(array_agg(e.lock_slot), '{}') AS slots FROM %s e WHERE %s AND %s) r",
-		table, strings.Join(same, " AND "), eRunning)
-	// Rows are fetched by id from an array (ARRAY(...)), which keeps the planner from driving the
-	// join from the whole table. The walk takes waiting jobs whether due or not: a key's earlier job that is not due yet still
-	// comes first in the order, so the head of every key met in the walk is the first of its key met,
-	// found by a window over the walk, without probing the index once per job.
+	return strings.Join(same, " AND ")
+}
+
+// Choosing the jobs of a keyed kind to start takes two queries, because neither is fast in every shape
+// of backlog. A key whose limit is L (its override in jobpipe_key_limits, else the kind's default $2;
+// 0 when paused) and which runs r jobs may start its first L-r waiting jobs in the kind's order, as
+// long as none before them in its order is waiting for its time (under created order, a job that is
+// not due holds back the later jobs of its key). Those are its "heads".
+//
+//   - headsFast walks the first $3 waiting jobs in the kind's order and numbers them within their key
+//     (a window over the walk, not an index probe per job). When it finds $1 heads they are the first
+//     $1 heads overall (any other lies later in the order), and the pass costs O($3) whatever the
+//     backlog. With few keys and deep backlogs it finds fewer, and cannot tell whether more lie on.
+//   - headsScan visits every key with waiting jobs (a skip scan: one index probe per key), takes
+//     each key's heads, and keeps them in the kind's order: complete and fair, O(keys).
+//
+// A pass runs headsFast and, when it falls short, headsScan for the rest. Both lock what they return
+// (FOR UPDATE SKIP LOCKED), so concurrent dispatchers take different jobs; a job being claimed
+// elsewhere still counts in its key's numbering, so two dispatchers together never start more than
+// L-r of a key. Each row comes with its key's limit, the slots its running jobs hold, and its position
+// among the key's waiting jobs, so slot locks are only tried on free slots (the position picks which
+// one first: see claimKeyed), and a key at its limit is neither claimed nor locked: it waits.
+func headsSQL(info *jobinfo.Info, table, order, due string) (fast, scan string) {
+	var keyCols []string
+	for _, k := range info.Key {
+		keyCols = append(keyCols, pgx.Identifier{k}.Sanitize())
+	}
+	sameKey := func(a, b string) string { return sameKey(info, a, b) }
+	// keyState is the select list and joins that give each key k its limit and busy slots.
+	keyState := fmt.Sprintf(`coalesce((SELECT CASE WHEN l.paused THEN 0 ELSE coalesce(l.key_limit, $2) END
+		FROM jobpipe_key_limits l WHERE l.kind = $4 AND l.key_value = %[1]s), $2) AS lim, r.slots
+	FROM %%s k CROSS JOIN LATERAL (
+		SELECT coalesce(array_agg(e.lock_slot), '{}') AS slots FROM %[2]s e WHERE %[3]s AND %[4]s) r`,
+		info.KeyText("k"), table, sameKey("e", "k"), strings.ReplaceAll(runningCond, "t.", "e."))
+	// final locks the chosen rows (ids in CTE picks) in the kind's order, with their key's state.
+	final := fmt.Sprintf(`SELECT t.id, %[1]s, k.slots, k.lim, p.pos FROM %[2]s t JOIN keys k ON %[3]s JOIN picks p ON p.id = t.id
+WHERE t.id = ANY (ARRAY(SELECT id FROM picks)) AND %[4]s AND %[5]s%%s
+ORDER BY %[6]s LIMIT $1
+FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, sameKey("t", "k"), waitingCond, due, order)
+	cols := strings.Join(keyCols, ", ")
+	tCols := strings.Join(prefixed("t.", keyCols), ", ")
 	fast = fmt.Sprintf(`WITH walk AS MATERIALIZED (
-	SELECT t.id, row_number() OVER (PARTITION BY %[1]s ORDER BY %[2]s) AS pos
-	FROM (SELECT t.* FROM %[3]s t WHERE %[4]s ORDER BY %[2]s LIMIT $3) t)
-SELECT t.id, %[5]s, r.slots FROM %[3]s t %[6]s
-WHERE t.id = ANY (ARRAY(SELECT id FROM walk WHERE pos = 1)) AND %[4]s AND %[7]s AND cardinality(r.slots) < $2
-ORDER BY %[2]s LIMIT $1
-FOR UPDATE OF t SKIP LOCKED`, strings.Join(prefixed("t.", keyCols), ", "), order, table, waitingCond, info.KeyText("t"), busy, due)
-	keyTuple, nextTuple := "("+strings.Join(keyCols, ", ")+")", "("+strings.Join(keyVals, ", ")+")"
-	var headSame []string
-	for _, c := range keyCols {
-		headSame = append(headSame, fmt.Sprintf("t.%s = k.%s", c, c))
-	}
-	scan = fmt.Sprintf(`WITH RECURSIVE k AS (
+	SELECT t.id, %[1]s, row_number() OVER w AS pos, bool_and(%[2]s) OVER w AS due
+	FROM (SELECT t.id, t.created_at, t.process_after, %[1]s FROM %[3]s t WHERE %[4]s ORDER BY %[5]s LIMIT $3) t
+	WINDOW w AS (PARTITION BY %[1]s ORDER BY %[5]s)
+), keys AS MATERIALIZED (
+	SELECT k.*, %[6]s
+), picks AS (
+	SELECT w.id, w.pos FROM walk w JOIN keys k ON %[7]s WHERE w.due AND w.pos <= k.lim - cardinality(k.slots)
+)
+%[8]s`, tCols, due, table, waitingCond, order,
+		fmt.Sprintf(keyState, "(SELECT DISTINCT "+cols+" FROM walk)"), sameKey("w", "k"), fmt.Sprintf(final, ""))
+	keyTuple := "(" + tCols + ")"
+	kTuple := "(" + strings.Join(prefixed("k.", keyCols), ", ") + ")"
+	scan = fmt.Sprintf(`WITH RECURSIVE walked AS (
 	(SELECT %[1]s FROM %[2]s t WHERE %[3]s ORDER BY %[1]s LIMIT 1)
 	UNION ALL
-	SELECT n.* FROM k CROSS JOIN LATERAL (
+	SELECT n.* FROM walked k CROSS JOIN LATERAL (
 		SELECT %[1]s FROM %[2]s t WHERE %[3]s AND %[4]s > %[5]s ORDER BY %[1]s LIMIT 1) n
-), heads AS (
-	SELECT h.id FROM k CROSS JOIN LATERAL (
-		SELECT t.id, t.process_after, t.created_at FROM %[2]s t WHERE %[3]s AND %[6]s ORDER BY %[7]s LIMIT 1) h
+), keys AS MATERIALIZED (
+	SELECT k.*, %[6]s
+), picks AS (
+	SELECT h.id, h.pos FROM keys k CROSS JOIN LATERAL (
+		SELECT t.id, bool_and(t.is_due) OVER o AS due, row_number() OVER o AS pos FROM (
+			SELECT t.id, t.created_at, t.process_after, %[8]s AS is_due FROM %[2]s t
+			WHERE %[3]s AND %[9]s ORDER BY %[7]s LIMIT greatest(k.lim - cardinality(k.slots), 0)) t
+		WINDOW o AS (ORDER BY %[7]s)) h
+	WHERE h.due
 )
-SELECT t.id, %[8]s, r.slots FROM %[2]s t %[9]s
-WHERE t.id = ANY (ARRAY(SELECT id FROM heads)) AND %[3]s AND %[10]s AND cardinality(r.slots) < $2 AND t.id <> ALL($3)
-ORDER BY %[7]s LIMIT $1
-FOR UPDATE OF t SKIP LOCKED`, strings.Join(keyCols, ", "), table, waitingCond, keyTuple, nextTuple,
-		strings.Join(headSame, " AND "), order, info.KeyText("t"), busy, due)
+%[10]s`, tCols, table, waitingCond, keyTuple, kTuple, fmt.Sprintf(keyState, "walked"), order, due,
+		sameKey("t", "k"), fmt.Sprintf(final, " AND t.id <> ALL($3)"))
 	return fast, scan
 }
 
@@ -217,8 +257,9 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'
 
 // HeadsQueries returns the two statements a dispatcher runs to choose the jobs of a keyed kind it may
 // start (see the comment on headsSQL in queries.go): fast walks the first $3 waiting jobs, scan visits
-// every key ($3: ids to leave out, an int8 array). Both take $1 (most rows) and $2 (the key limit),
-// return id, key text and busy slots, and lock FOR UPDATE SKIP LOCKED (run them in a transaction).
+// every key ($3: ids to leave out, an int8 array). Both take $1 (most rows), $2 (the kind's per-key
+// limit) and $4 (the kind's name, for its key overrides), return id, key text, busy slots, the key's
+// limit and the job's position among its key's waiting jobs, and lock FOR UPDATE SKIP LOCKED (run them in a transaction).
 // They are exported for benchmarks and EXPLAIN; both are "" for kinds without a key.
 func HeadsQueries(info *jobinfo.Info) (fast, scan string) {
 	q := buildSQL(info)

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -18,12 +21,17 @@ type kindRunner struct {
 	info        *jobinfo.Info
 	sql         kindSQL
 	concurrency int
-	keyLimit    int // 0 for kinds without a key
+	keyed       bool // the kind has a concurrency key: its jobs hold slots of their key
 	// decode reads a row's data columns into a *T.
 	decode func(m *pgtype.Map, fds []pgconn.FieldDescription, raw [][]byte) (any, error)
 	// handle runs the handler; tx is nil unless the kind was registered with RegisterTx.
 	handle func(ctx context.Context, tx pgx.Tx, c *claimed, r *running) error
 	txMode bool
+
+	// limits, read when limitsRead is older than limitsTTL or limitsStale is set (see currentLimits).
+	limits      kindLimits
+	limitsRead  time.Time
+	limitsStale atomic.Bool
 
 	wake chan struct{} // buffered 1: "look for work"
 	sem  chan struct{} // one token per running job
@@ -53,7 +61,7 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 	}
 	info := kind.Info()
 	k := &kindRunner{
-		d: d, info: info, sql: buildSQL(info), concurrency: d.cfg.Concurrency, keyLimit: info.KeyLimit, txMode: txMode,
+		d: d, info: info, sql: buildSQL(info), concurrency: d.cfg.Concurrency, keyed: len(info.Key) > 0, txMode: txMode,
 		wake: make(chan struct{}, 1),
 		decode: func(m *pgtype.Map, fds []pgconn.FieldDescription, raw [][]byte) (any, error) {
 			job := new(T)
@@ -81,8 +89,10 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 		return fmt.Errorf("dispatcher: Register %q: the dispatcher has started; register every kind before Start", info.Name)
 	case d.kinds[info.Name] != nil:
 		return fmt.Errorf("dispatcher: Register %q: the kind is registered already", info.Name)
-	case k.keyLimit > 0 && d.locker == nil:
+	case k.keyed && d.locker == nil:
 		return fmt.Errorf("dispatcher: Register %q: the kind has a concurrency key, which needs Redis lock nodes: set Config.Redis", info.Name)
+	case k.keyed && info.KeyLimit > execlock.MaxLimit:
+		return fmt.Errorf("dispatcher: Register %q: key limit %d is over the most slots a key can have (%d)", info.Name, info.KeyLimit, execlock.MaxLimit)
 	}
 	d.kinds[info.Name] = k
 	return nil

@@ -1,6 +1,10 @@
 package dispatcher
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/jobpipe/jobpipe/execlock"
+)
 
 // Stats counts what a dispatcher has done since it was created.
 type Stats struct {
@@ -16,6 +20,10 @@ type Stats struct {
 	ClaimsRefused int64
 	// Rescued counts jobs this node's rescuer took back after their lease expired.
 	Rescued int64
+	// Locks counts the dispatcher's Redis lock calls (zero without Redis nodes). Locks.Taken counts
+	// lock attempts refused because the slot was held: with a key at its limit left waiting in the
+	// table, it stays near 0.
+	Locks execlock.Stats
 }
 
 type stats struct {
@@ -25,12 +33,16 @@ type stats struct {
 
 func (s *stats) count(o outcome) { s.outcomes[o].Add(1) }
 
-func (s *stats) snapshot() Stats {
+func (s *stats) snapshot(locker *execlock.Locker) Stats {
 	o := func(x outcome) int64 { return s.outcomes[x].Load() }
+	var locks execlock.Stats
+	if locker != nil {
+		locks = locker.Stats()
+	}
 	return Stats{
 		Claimed: s.claimed.Load(), Processed: o(outProcessed), Retried: o(outRetry), Failed: o(outFailed),
 		Snoozed: o(outSnooze), RunAgain: o(outRunAgain), Released: o(outRelease),
 		StaleFinishes: s.staleFinishes.Load(), LeasesLost: s.leasesLost.Load(),
-		ClaimsRefused: s.claimsRefused.Load(), Rescued: s.rescued.Load(),
+		ClaimsRefused: s.claimsRefused.Load(), Rescued: s.rescued.Load(), Locks: locks,
 	}
 }

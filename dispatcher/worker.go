@@ -28,7 +28,7 @@ func (k *kindRunner) work(c *claimed) {
 		return
 	}
 	var lock *execlock.Lock
-	if k.keyLimit > 0 {
+	if k.keyed {
 		var err error
 		lock, err = k.d.locker.TryExec(k.d.jobsCtx, k.info.Name, c.key, c.slot)
 		k.releaseQueueLock(c)

@@ -12,11 +12,12 @@ import (
 var ErrNotMigrated = errors.New("jobinfo: jobpipe's tables are missing: run `jobpipe migrate up` (or migrations.Up) first")
 
 const registerSQL = `
-INSERT INTO jobpipe_kinds (name, table_schema, table_name, unique_columns, key_columns, job_order, max_attempts)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO jobpipe_kinds (name, table_schema, table_name, unique_columns, key_columns, job_order, max_attempts, key_limit)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (name) DO UPDATE SET table_schema = EXCLUDED.table_schema, table_name = EXCLUDED.table_name,
     unique_columns = EXCLUDED.unique_columns, key_columns = EXCLUDED.key_columns,
-    job_order = EXCLUDED.job_order, max_attempts = EXCLUDED.max_attempts, updated_at = now()`
+    job_order = EXCLUDED.job_order, max_attempts = EXCLUDED.max_attempts,
+    key_limit = EXCLUDED.key_limit, updated_at = now()`
 
 // Register checks the kind's table (see Check) and records the kind in the jobpipe_kinds registry, where
 // the command line and the dashboard find it. It is idempotent.
@@ -33,8 +34,12 @@ func (i *Info) Register(ctx context.Context, db DB) error {
 	if len(i.Table) == 2 {
 		schema = &i.Table[0]
 	}
+	var keyLimit *int // recorded for tools that show the limit in force; NULL for kinds without a key
+	if len(i.Key) > 0 {
+		keyLimit = &i.KeyLimit
+	}
 	_, err := db.Exec(ctx, registerSQL, i.Name, schema, i.Table[len(i.Table)-1],
-		nonNil(i.Unique), nonNil(i.Key), string(i.Order), i.MaxAttempts)
+		nonNil(i.Unique), nonNil(i.Key), string(i.Order), i.MaxAttempts, keyLimit)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
