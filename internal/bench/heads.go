@@ -45,26 +45,26 @@ func headWays(info *jobinfo.Info) []headWay {
 	return []headWay{
 		{key: "pass", name: "the dispatcher's pass", sql: fast + ";\n" + scan,
 			run: func(ctx context.Context, tx pgx.Tx) (chosen, error) {
-				c, err := queryHeads(ctx, tx, fast, maxHeadsPerPass, 1, walk)
+				c, err := queryHeads(ctx, tx, fast, maxHeadsPerPass, 1, walk, info.Name)
 				c.fast = len(c.ids)
 				if err != nil || len(c.ids) == maxHeadsPerPass {
 					return c, err
 				}
-				more, err := queryHeads(ctx, tx, scan, maxHeadsPerPass-len(c.ids), 1, c.ids)
+				more, err := queryHeads(ctx, tx, scan, maxHeadsPerPass-len(c.ids), 1, c.ids, info.Name)
 				c.ids, c.keys = append(c.ids, more.ids...), append(c.keys, more.keys...)
 				return c, err
 			},
 			explain: func() []explainable {
-				return []explainable{{"the dispatcher's fast walk", fmt.Sprintf("$1 = %d, $2 = 1, $3 = %d", maxHeadsPerPass, walk),
-					fast, []any{maxHeadsPerPass, 1, walk}}}
+				return []explainable{{"the dispatcher's fast walk", fmt.Sprintf("$1 = %d, $2 = 1, $3 = %d, $4 = %q", maxHeadsPerPass, walk, info.Name),
+					fast, []any{maxHeadsPerPass, 1, walk, info.Name}}}
 			}},
 		{key: "scan", name: "the dispatcher's key scan alone", sql: scan,
 			run: func(ctx context.Context, tx pgx.Tx) (chosen, error) {
-				return queryHeads(ctx, tx, scan, maxHeadsPerPass, 1, []int64{})
+				return queryHeads(ctx, tx, scan, maxHeadsPerPass, 1, []int64{}, info.Name)
 			},
 			explain: func() []explainable {
-				return []explainable{{"the dispatcher's key scan", fmt.Sprintf("$1 = %d, $2 = 1, $3 = '{}'", maxHeadsPerPass),
-					scan, []any{maxHeadsPerPass, 1, []int64{}}}}
+				return []explainable{{"the dispatcher's key scan", fmt.Sprintf("$1 = %d, $2 = 1, $3 = '{}', $4 = %q", maxHeadsPerPass, info.Name),
+					scan, []any{maxHeadsPerPass, 1, []int64{}, info.Name}}}
 			}},
 		{key: "skipscan", name: "the key-order skip scan", sql: skip,
 			run: func(ctx context.Context, tx pgx.Tx) (chosen, error) {
@@ -78,7 +78,7 @@ func headWays(info *jobinfo.Info) []headWay {
 }
 
 // queryHeads runs a head statement and reads the id and key text of each row; further columns (the
-// dispatcher's busy slots) are read and dropped.
+// dispatcher's busy slots, key limit and position) are read and dropped.
 func queryHeads(ctx context.Context, tx pgx.Tx, sql string, args ...any) (chosen, error) {
 	var c chosen
 	rows, err := tx.Query(ctx, sql, args...)
@@ -90,7 +90,8 @@ func queryHeads(ctx context.Context, tx pgx.Tx, sql string, args ...any) (chosen
 		var id int64
 		var key string
 		var busy []int32
-		dest := []any{&id, &key, &busy}[:len(rows.FieldDescriptions())]
+		var limit, pos int64
+		dest := []any{&id, &key, &busy, &limit, &pos}[:len(rows.FieldDescriptions())]
 		if err := rows.Scan(dest...); err != nil {
 			return c, err
 		}
