@@ -218,7 +218,8 @@ func write(ctx context.Context, tx pgx.Tx, set, reset, deleteEmpty, col string, 
 	if value == nil || value == false {
 		stmt = reset
 	}
-	if _, err := tx.Exec(ctx, fmt.Sprintf(stmt, col), append(ids, value)...); err != nil {
+	// A full slice expression, so that appending value never writes into ids' array.
+	if _, err := tx.Exec(ctx, fmt.Sprintf(stmt, col), append(ids[:len(ids):len(ids)], value)...); err != nil {
 		return err
 	}
 	_, err := tx.Exec(ctx, deleteEmpty, ids...)
