@@ -16,6 +16,13 @@
 //	    Writes an empty goose SQL migration DIR/<UTC timestamp>_NAME.sql.
 //	kind new NAME --field COLUMN:TYPE ... [--unique COLS] [--key COLS] [--dir DIR]
 //	    Writes the migration that creates a job kind's table (printed without --dir).
+//	limit set KIND N [--key VALUE | --per-key]
+//	    Sets a kind's total running limit across all workers, its per-key default, or one key
+//	    value's limit; 0 halts. Running dispatchers apply it within a second.
+//	limit get KIND [--key VALUE] | limit list [KIND] | limit clear KIND [--key VALUE | --per-key | --total]
+//	    Shows what is stored and what is in force, or clears it.
+//	pause KIND [--key VALUE] | resume KIND [--key VALUE]
+//	    Halts a kind or one key value (running jobs finish), and undoes it.
 //	demo [--database-url URL] [--redis-url NODES] [--schema NAME] [--jobs N] [--verbose]
 //	    Runs the demo pipeline (five kinds, two dispatchers) in a schema of its own and prints
 //	    its live progress and a summary it checks itself.
