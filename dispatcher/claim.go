@@ -100,6 +100,7 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int)
 	}
 	var ids []int64
 	var slots []int32
+	var keys []string
 	taken := map[string][]int{} // per key: the slots locked in this pass
 	refused := map[string]bool{}
 	for _, h := range heads {
@@ -116,12 +117,12 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int)
 		}
 		taken[h.key] = append(taken[h.key], lock.Slot())
 		locks = append(locks, lock)
-		ids, slots = append(ids, h.id), append(slots, int32(lock.Slot()))
+		ids, slots, keys = append(ids, h.id), append(slots, int32(lock.Slot())), append(keys, h.key)
 	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	claims, err = k.claimIDs(ctx, tx, ids, slots)
+	claims, err = k.claimIDs(ctx, tx, ids, slots, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -264,12 +265,14 @@ func (k *kindRunner) queryHeads(ctx context.Context, tx pgx.Tx, sql string, args
 	return heads, nil
 }
 
-// claimIDs claims the rows in one statement. When the database refuses a slot that Redis granted
-// (a lock node lost its data: invariant I3), it claims them one at a time and leaves out the refused.
-func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32) ([]*claimed, error) {
+// claimIDs claims the rows ids (in the kind's order) with their slots, in one statement. A row whose
+// slot turns out taken in the database is left out, and so are the later rows of its key, so that no
+// job overtakes an earlier one of its key (I5). When the database refuses a slot that commits
+// meanwhile (or that Redis granted although a lock node lost its data: I3), it claims them one at a
+// time and leaves out the refused and the rest of their key.
+func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32, keys []string) ([]*claimed, error) {
 	claims, err := k.claimBatch(ctx, tx, ids, slots)
 	if err == nil && len(claims) < len(ids) {
-		// Left out by the claim itself: their slot was taken by a claim committed meanwhile.
 		k.d.logger.Info("dispatcher: slots Redis granted were taken in the database meanwhile; the jobs wait",
 			"kind", k.info.Name, "jobs", len(ids)-len(claims))
 		k.d.stats.claimsRefused.Add(int64(len(ids) - len(claims)))
@@ -278,16 +281,21 @@ func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, ids []int64, slots
 		return claims, err
 	}
 	claims = nil
+	refused := map[string]bool{}
 	for i := range ids {
-		one, err := k.claimBatch(ctx, tx, ids[i:i+1], slots[i:i+1])
-		if isUniqueViolation(err) {
-			k.d.logger.Warn("dispatcher: the database refused a slot Redis granted; the job waits",
-				"kind", k.info.Name, "id", ids[i], "slot", slots[i])
-			k.d.stats.claimsRefused.Add(1)
+		if refused[keys[i]] {
 			continue
 		}
-		if err != nil {
+		one, err := k.claimBatch(ctx, tx, ids[i:i+1], slots[i:i+1])
+		if err != nil && !isUniqueViolation(err) {
 			return nil, err
+		}
+		if len(one) == 0 {
+			k.d.logger.Warn("dispatcher: the database refused a slot Redis granted; the key's jobs wait",
+				"kind", k.info.Name, "id", ids[i], "slot", slots[i])
+			k.d.stats.claimsRefused.Add(1)
+			refused[keys[i]] = true
+			continue
 		}
 		claims = append(claims, one...)
 	}

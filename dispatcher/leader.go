@@ -33,16 +33,21 @@ func (d *Dispatcher) lead(ctx context.Context) {
 	defer t.Stop()
 	leading := map[string]bool{}
 	for {
+		// Statements run to completion even when Stop comes meanwhile: a lease renewal cancelled on
+		// the client may still commit on the server after the resignation below, leaving a lease
+		// behind. LeaderTTL bounds them.
+		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.LeaderTTL)
 		for name, k := range d.kinds {
-			leading[name] = d.takeLead(ctx, rescueLease(name), leading[name])
+			leading[name] = d.takeLead(round, rescueLease(name), leading[name])
 			if leading[name] {
-				d.rescueKind(ctx, k)
+				d.rescueKind(round, k)
 			}
 		}
+		cancel()
 		select {
 		case <-ctx.Done():
 			// Hand over at once rather than after LeaderTTL. Every kind's lease, not only those known to be
-			// held: a renewal cut short by the cancellation may have been committed all the same.
+			// held: a renewal that timed out may have been committed all the same.
 			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			for name := range d.kinds {
 				_, _ = d.cfg.DB.Exec(c, resignSQL, rescueLease(name), d.cfg.NodeName)

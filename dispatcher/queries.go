@@ -97,16 +97,27 @@ FROM %[1]s t WHERE t.id = ANY ($1)`, table, sameKey(info, "e", "t"), strings.Rep
 	return q
 }
 
-// claimIDsSQL claims the rows $1 of a keyed kind with slots $2. A row whose slot a running job of its
-// key holds (a claim committed elsewhere after this dispatcher read the slots, whose queue lock was
-// already given back) is left out rather than refused by the running-slots index: the statement's
+// claimIDsSQL claims the rows $1 of a keyed kind, in the kind's order, with slots $2. A row whose slot
+// a running job of its key holds (a claim committed elsewhere after this dispatcher read the slots,
+// whose queue lock was already given back) is left out rather than refused by the running-slots
+// index, and so are the later rows of its key, which may not start before it. The statement's
 // snapshot is fresh, so only a claim committing while it runs can still make it fail.
 func claimIDsSQL(info *jobinfo.Info, table, set string) string {
-	return fmt.Sprintf(`UPDATE %[1]s t SET %[2]s, lock_slot = u.slot
-FROM unnest($1::bigint[], $2::int[]) AS u(id, slot)
-WHERE t.id = u.id AND %[3]s
-	AND NOT EXISTS (SELECT 1 FROM %[1]s e WHERE %[4]s AND e.lock_slot = u.slot AND %[5]s)
-RETURNING %[6]s`, table, set, waitingCond, sameKey(info, "e", "t"), strings.ReplaceAll(runningCond, "t.", "e."), returning(info))
+	keyCols := make([]string, len(info.Key))
+	for i, k := range info.Key {
+		keyCols[i] = "t." + pgx.Identifier{k}.Sanitize()
+	}
+	return fmt.Sprintf(`WITH u AS (
+	SELECT u.id, u.slot, u.n, %[1]s, EXISTS (
+		SELECT 1 FROM %[2]s e WHERE %[3]s AND e.lock_slot = u.slot AND %[4]s) AS taken
+	FROM unnest($1::bigint[], $2::int[]) WITH ORDINALITY AS u(id, slot, n) JOIN %[2]s t ON t.id = u.id
+), ok AS (
+	SELECT u.id, u.slot FROM u WHERE NOT EXISTS (SELECT 1 FROM u x WHERE %[5]s AND x.n <= u.n AND x.taken)
+)
+UPDATE %[2]s t SET %[6]s, lock_slot = ok.slot
+FROM ok WHERE t.id = ok.id AND %[7]s
+RETURNING %[8]s`, strings.Join(keyCols, ", "), table, sameKey(info, "e", "t"), strings.ReplaceAll(runningCond, "t.", "e."),
+		sameKey(info, "x", "u"), set, waitingCond, returning(info))
 }
 
 // sameKey is the condition that rows a and b have the same key.

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func newMPEnv(t *testing.T, retryDelay time.Duration, addrs []string, nodes []*r
 	if err := migrations.Up(ctx, s.Pool); err != nil {
 		t.Fatal(err)
 	}
-	kind, err := mpDefineKind(mpKindName, retryDelay)
+	kind, err := mpDefineKind(mpKindName, retryDelay, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func newMPEnv(t *testing.T, retryDelay time.Duration, addrs []string, nodes []*r
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{ddl, mpLedgerDDL, mpReleaseDDL} {
+	for _, stmt := range []string{ddl, mpLedgerDDL, mpReleaseDDL, mpConcDDL} {
 		if _, err := s.Pool.Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
@@ -72,20 +73,21 @@ type mpEntry struct {
 	StartedAt     time.Time
 	EndedAt       *time.Time
 	Outcome       *string
+	Running       int // handlers of the blog running right after this one started, itself included
 }
 
 // ledger reads the ledger in the order the handlers started.
 func (e *mpEnv) ledger(t *testing.T) []mpEntry {
 	t.Helper()
 	rows, err := e.db.Query(context.Background(), `SELECT n, job_id, blog_id, seq, attempt, token, slot, pid, node,
-		started_at, ended_at, outcome FROM mp_ledger ORDER BY started_at, n`)
+		started_at, ended_at, outcome, coalesce(running, 0) FROM mp_ledger ORDER BY started_at, n`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (mpEntry, error) {
 		var m mpEntry
 		err := r.Scan(&m.N, &m.JobID, &m.BlogID, &m.Seq, &m.Attempt, &m.Token, &m.Slot, &m.Pid, &m.Node,
-			&m.StartedAt, &m.EndedAt, &m.Outcome)
+			&m.StartedAt, &m.EndedAt, &m.Outcome, &m.Running)
 		return m, err
 	})
 	if err != nil {
@@ -247,5 +249,69 @@ func (r *mpErrors) done() {
 	r.t.Helper()
 	if r.n > 10 {
 		r.t.Errorf("%s: %d failures in all, the first 10 shown", r.what, r.n)
+	}
+}
+
+// mpDispatcherBudget is how many dispatchers (worker processes, or dispatchers inside the test
+// process) this package's tests run at once. Each holds about six PostgreSQL connections (its pool
+// of 3, the ledger's 2, its LISTEN connection), and the test server is shared (max_connections is
+// often 100) with the other packages' tests: eight is the peak the multi-process tests had before
+// they reserved at all (four, two and one worker processes at once).
+const mpDispatcherBudget = 8
+
+var mpBudget = &mpSemaphore{free: mpDispatcherBudget}
+
+// mpReserve waits until n of the package's dispatcher budget are free, takes them for t, and gives
+// them back when t ends (after t's worker processes are gone: cleanups run last first). A test
+// reserves everything it will run before it starts any of it, so that tests never wait for each
+// other while holding part of what they need. Requests are granted in order of arrival.
+func mpReserve(t *testing.T, n int) {
+	t.Helper()
+	if n > mpDispatcherBudget {
+		t.Fatalf("mpReserve(%d): the budget is %d dispatchers", n, mpDispatcherBudget)
+	}
+	began := time.Now()
+	mpBudget.acquire(n)
+	t.Cleanup(func() { mpBudget.release(n) })
+	if waited := time.Since(began); waited > time.Second {
+		t.Logf("waited %v for %d of the package's %d dispatchers", waited.Round(time.Millisecond), n, mpDispatcherBudget)
+	}
+}
+
+// mpSemaphore is a weighted semaphore that grants requests first come, first served, so that a
+// large request is not starved by a stream of small ones.
+type mpSemaphore struct {
+	mu      sync.Mutex
+	free    int
+	waiting []*mpRequest
+}
+
+type mpRequest struct {
+	n       int
+	granted chan struct{}
+}
+
+func (s *mpSemaphore) acquire(n int) {
+	s.mu.Lock()
+	if len(s.waiting) == 0 && s.free >= n {
+		s.free -= n
+		s.mu.Unlock()
+		return
+	}
+	r := &mpRequest{n: n, granted: make(chan struct{})}
+	s.waiting = append(s.waiting, r)
+	s.mu.Unlock()
+	<-r.granted
+}
+
+func (s *mpSemaphore) release(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.free += n
+	for len(s.waiting) > 0 && s.free >= s.waiting[0].n {
+		r := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		s.free -= r.n
+		close(r.granted)
 	}
 }

@@ -29,6 +29,7 @@ func mpFourProcesses(t *testing.T, redisNodes int) {
 	const keys, perKey, procs = 30, 20, 4
 	const total = keys * perKey
 	ctx := context.Background()
+	mpReserve(t, procs)
 	addrs, clients := mpNodeAddrs(testenv.StartRedisNodes(t, redisNodes))
 	e := newMPEnv(t, mpDefaultRetryDelay, addrs, clients, "jpmp:")
 

@@ -25,6 +25,7 @@ func TestWorkerKilledMidJobIsRetriedOnce(t *testing.T) {
 		slack      = 3 * time.Second // for "promptly" on a loaded machine; correctness bounds are exact
 	)
 	ctx := context.Background()
+	mpReserve(t, 1) // the victim, then the rescuer: one process at a time
 	r := testenv.NewRedis(t)
 	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
 	first, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blog, Seq: 0})

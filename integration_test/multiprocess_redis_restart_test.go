@@ -31,6 +31,7 @@ func TestRedisNodeRestartedEmptyDoesNotDoubleRun(t *testing.T) {
 		poll      = 200 * time.Millisecond
 	)
 	ctx := context.Background()
+	mpReserve(t, 2)
 	nodes := testenv.StartRedisNodes(t, 3)
 	addrs, clients := mpNodeAddrs(nodes)
 	e := newMPEnv(t, mpDefaultRetryDelay, addrs, clients, "jpmp:")

@@ -39,6 +39,7 @@ const (
 	mpEnvSleepMin    = "JPW_SLEEP_MIN"      // handler sleep, lower bound (duration)
 	mpEnvSleepMax    = "JPW_SLEEP_MAX"      // handler sleep, upper bound (duration)
 	mpEnvBlockIDs    = "JPW_BLOCK_IDS"      // job ids whose handler blocks, comma-separated
+	mpEnvBlockBlogs  = "JPW_BLOCK_BLOGS"    // blog ids whose jobs' handlers block, comma-separated
 	mpEnvBlockUpTo   = "JPW_BLOCK_ATTEMPTS" // block only attempts <= this (0: every attempt)
 	mpEnvLeaseTTL    = "JPW_LEASE_TTL"      // dispatcher.Config.LeaseTTL
 	mpEnvRescue      = "JPW_RESCUE"         // dispatcher.Config.RescueInterval
@@ -46,6 +47,7 @@ const (
 	mpEnvPoll        = "JPW_POLL"           // dispatcher.Config.PollInterval
 	mpEnvConcurrency = "JPW_CONCURRENCY"    // dispatcher.Config.Concurrency
 	mpEnvRetryDelay  = "JPW_RETRY_DELAY"    // the kind's constant backoff
+	mpEnvKeyLimit    = "JPW_KEY_LIMIT"      // the kind's static jobinfo.KeyLimit (0 or unset: the default, 1)
 )
 
 // Lines a worker writes on its stdout for the test: mpReadyLine once its dispatcher has started,
@@ -59,7 +61,8 @@ const (
 const (
 	// mpLedgerDDL: one row per handler call, inserted when the handler starts and completed (ended_at,
 	// outcome) when it returns. Both writes are autocommitted on a pool of their own, outside any job
-	// transaction, so a start stays visible when the worker is killed afterwards.
+	// transaction, so a start stays visible when the worker is killed afterwards. running is how many
+	// handlers of the job's blog ran, this one included, right after it started (from mp_conc).
 	mpLedgerDDL = `CREATE TABLE mp_ledger (
 	n bigserial PRIMARY KEY,
 	job_id bigint NOT NULL,
@@ -72,22 +75,55 @@ const (
 	node text NOT NULL,
 	started_at timestamptz NOT NULL,
 	ended_at timestamptz,
-	outcome text)`
+	outcome text,
+	running int)`
 	// mpReleaseDDL: a blocking handler returns once its job's id is inserted here.
 	mpReleaseDDL = `CREATE TABLE mp_release (job_id bigint PRIMARY KEY)`
+	// mpConcDDL: per blog, the handlers running now across every process, the most ever seen at once,
+	// the slots they hold, and how often a handler started in a slot another running handler held.
+	// Updated in the same autocommitted statements as the ledger; the row lock makes the counts exact.
+	mpConcDDL = `CREATE TABLE mp_conc (
+	blog_id bigint PRIMARY KEY,
+	running int NOT NULL,
+	max_seen int NOT NULL,
+	slots int[] NOT NULL,
+	slot_clashes int NOT NULL)`
 )
 
-// mpJob is the data of the multi-process tests' kind: at most one job per blog runs at once, and
-// seq numbers a blog's jobs in the order they were enqueued.
+// The handler's two ledger writes. A start counts the handler in mp_conc and records the count with
+// the ledger row; an end uncounts it and completes the row. One statement each, so that mpRetry's
+// "surely did not reach the server" keeps both exact.
+const (
+	mpLedgerStartSQL = `WITH c AS (
+	INSERT INTO mp_conc AS c (blog_id, running, max_seen, slots, slot_clashes) VALUES ($2, 1, 1, ARRAY[$6::int], 0)
+	ON CONFLICT (blog_id) DO UPDATE SET running = c.running + 1, max_seen = greatest(c.max_seen, c.running + 1),
+		slots = c.slots || $6::int, slot_clashes = c.slot_clashes + (($6::int = ANY (c.slots))::int)
+	RETURNING c.running)
+INSERT INTO mp_ledger (job_id, blog_id, seq, attempt, token, slot, pid, node, started_at, running)
+SELECT $1, $2, $3, $4, $5, $6::int, $7, $8, clock_timestamp(), c.running FROM c
+RETURNING n`
+	mpLedgerEndSQL = `WITH c AS (
+	UPDATE mp_conc SET running = running - 1, slots = array_remove(slots, $4::int) WHERE blog_id = $3)
+UPDATE mp_ledger SET ended_at = clock_timestamp(), outcome = $2 WHERE n = $1`
+)
+
+// mpJob is the data of the multi-process tests' kind: at most the kind's key limit of jobs per blog
+// run at once (1 unless a test sets JPW_KEY_LIMIT or a dynamic limit), and seq numbers a blog's jobs
+// in the order they were enqueued.
 type mpJob struct {
 	BlogID int64 `jobpipe:"blog_id,key"`
 	Seq    int64 `jobpipe:"seq"`
 }
 
 // mpDefineKind defines the kind the test and its workers share. retryDelay is the constant backoff,
-// which the rescuer also applies to a job whose lease expired.
-func mpDefineKind(name string, retryDelay time.Duration) (*jobinfo.Kind[mpJob], error) {
-	return jobinfo.Define[mpJob](name, jobinfo.MaxAttempts(5), jobinfo.Backoff(backoff.Constant(retryDelay)))
+// which the rescuer also applies to a job whose lease expired; keyLimit is the static per-key running
+// limit (0: the default, 1).
+func mpDefineKind(name string, retryDelay time.Duration, keyLimit int) (*jobinfo.Kind[mpJob], error) {
+	opts := []jobinfo.Option{jobinfo.MaxAttempts(5), jobinfo.Backoff(backoff.Constant(retryDelay))}
+	if keyLimit != 0 {
+		opts = append(opts, jobinfo.KeyLimit(keyLimit))
+	}
+	return jobinfo.Define[mpJob](name, opts...)
 }
 
 // mpDefaultRetryDelay is the kind's backoff unless a test sets JPW_RETRY_DELAY.
@@ -127,32 +163,37 @@ func runWorker() int {
 	leaderTTL := must(dur(mpEnvLeaderTTL, 0))
 	poll := must(dur(mpEnvPoll, 0))
 	retryDelay := must(dur(mpEnvRetryDelay, mpDefaultRetryDelay))
+	ids := func(key string) map[int64]bool {
+		set := map[int64]bool{}
+		for _, f := range strings.Split(env(key), ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %q: %w", key, f, err))
+			}
+			set[id] = true
+		}
+		return set
+	}
+	blockIDs, blockBlogs := ids(mpEnvBlockIDs), ids(mpEnvBlockBlogs)
+	integer := func(key string) int {
+		v := env(key)
+		if v == "" {
+			return 0
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", key, v, err))
+		}
+		return n
+	}
+	blockUpTo := integer(mpEnvBlockUpTo)
+	keyLimit := integer(mpEnvKeyLimit)
 	concurrency := 4
-	if v := env(mpEnvConcurrency); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: %w", mpEnvConcurrency, v, err))
-		}
+	if n := integer(mpEnvConcurrency); n != 0 {
 		concurrency = n
-	}
-	blockIDs := map[int64]bool{}
-	for _, f := range strings.Split(env(mpEnvBlockIDs), ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		id, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %q: %w", mpEnvBlockIDs, f, err))
-		}
-		blockIDs[id] = true
-	}
-	blockUpTo := 0
-	if v := env(mpEnvBlockUpTo); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: %w", mpEnvBlockUpTo, v, err))
-		}
-		blockUpTo = n
 	}
 	if len(errs) > 0 {
 		return fail("worker: bad settings: %v", errs)
@@ -164,7 +205,7 @@ func runWorker() int {
 	if dbURL == "" || nodes == "" || node == "" || env(mpEnvKind) == "" {
 		return fail("worker: %s, %s, %s and %s are required", mpEnvDatabaseURL, mpEnvRedis, mpEnvNode, mpEnvKind)
 	}
-	kind, err := mpDefineKind(env(mpEnvKind), retryDelay)
+	kind, err := mpDefineKind(env(mpEnvKind), retryDelay, keyLimit)
 	if err != nil {
 		return fail("worker: %v", err)
 	}
@@ -229,8 +270,7 @@ func runWorker() int {
 		defer cancel()
 		var n int64
 		err := mpRetry(lctx, func() error {
-			return ledger.QueryRow(lctx, `INSERT INTO mp_ledger (job_id, blog_id, seq, attempt, token, slot, pid, node, started_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp()) RETURNING n`,
+			return ledger.QueryRow(lctx, mpLedgerStartSQL,
 				j.ID, j.Data.BlogID, j.Data.Seq, j.Attempt, j.Token, j.Slot, pid, node).Scan(&n)
 		})
 		if err != nil {
@@ -238,7 +278,7 @@ func runWorker() int {
 			return fmt.Errorf("ledger start: %w", err)
 		}
 		var result error
-		if blockIDs[j.ID] && (blockUpTo == 0 || j.Attempt <= blockUpTo) {
+		if (blockIDs[j.ID] || blockBlogs[j.Data.BlogID]) && (blockUpTo == 0 || j.Attempt <= blockUpTo) {
 			result = mpBlock(jctx, ledger, j.ID)
 		} else {
 			sleep := sleepMin
@@ -256,7 +296,7 @@ func runWorker() int {
 			outcome = result.Error()
 		}
 		err = mpRetry(lctx, func() error {
-			_, err := ledger.Exec(lctx, `UPDATE mp_ledger SET ended_at = clock_timestamp(), outcome = $2 WHERE n = $1`, n, outcome)
+			_, err := ledger.Exec(lctx, mpLedgerEndSQL, n, outcome, j.Data.BlogID, j.Slot)
 			return err
 		})
 		if err != nil {

@@ -28,7 +28,9 @@ type mpWorkerSettings struct {
 
 	SleepMin, SleepMax time.Duration
 	BlockIDs           []int64
-	BlockUpToAttempt   int // 0: every attempt of a blocked id blocks
+	BlockBlogs         []int64 // every job of these blogs blocks, like a job of BlockIDs
+	BlockUpToAttempt   int     // 0: every attempt of a blocked job blocks
+	KeyLimit           int     // the kind's static jobinfo.KeyLimit; 0: the default
 
 	LeaseTTL, RescueInterval, LeaderTTL, PollInterval, RetryDelay time.Duration
 	Concurrency                                                   int
@@ -46,11 +48,14 @@ func (s mpWorkerSettings) environ() []string {
 		mpEnvSleepMax+"="+s.SleepMax.String(),
 		mpEnvBlockUpTo+"="+strconv.Itoa(s.BlockUpToAttempt),
 	)
-	var ids []string
-	for _, id := range s.BlockIDs {
-		ids = append(ids, strconv.FormatInt(id, 10))
+	list := func(ids []int64) string {
+		var out []string
+		for _, id := range ids {
+			out = append(out, strconv.FormatInt(id, 10))
+		}
+		return strings.Join(out, ",")
 	}
-	env = append(env, mpEnvBlockIDs+"="+strings.Join(ids, ","))
+	env = append(env, mpEnvBlockIDs+"="+list(s.BlockIDs), mpEnvBlockBlogs+"="+list(s.BlockBlogs))
 	for key, d := range map[string]time.Duration{mpEnvLeaseTTL: s.LeaseTTL, mpEnvRescue: s.RescueInterval,
 		mpEnvLeaderTTL: s.LeaderTTL, mpEnvPoll: s.PollInterval, mpEnvRetryDelay: s.RetryDelay} {
 		if d != 0 {
@@ -59,6 +64,9 @@ func (s mpWorkerSettings) environ() []string {
 	}
 	if s.Concurrency != 0 {
 		env = append(env, mpEnvConcurrency+"="+strconv.Itoa(s.Concurrency))
+	}
+	if s.KeyLimit != 0 {
+		env = append(env, mpEnvKeyLimit+"="+strconv.Itoa(s.KeyLimit))
 	}
 	return env
 }
