@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,27 +99,18 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int)
 	if err := k.refreshBusy(ctx, tx, heads); err != nil {
 		return nil, err
 	}
+	locks = k.lockHeads(ctx, heads)
 	var ids []int64
 	var slots []int32
 	var keys []string
-	taken := map[string][]int{} // per key: the slots locked in this pass
-	refused := map[string]bool{}
-	for _, h := range heads {
-		if refused[h.key] {
-			continue
+	var got []*execlock.Lock
+	for i, h := range heads {
+		if l := locks[i]; l != nil {
+			ids, slots, keys = append(ids, h.id), append(slots, int32(l.Slot())), append(keys, h.key)
+			got = append(got, l)
 		}
-		lock, lerr := k.lockSlot(ctx, h, taken[h.key])
-		if lerr != nil {
-			// Every free slot is held in Redis although the database shows it free: a claim of this
-			// key is in flight elsewhere. The key's other jobs wait for the next pass.
-			k.d.logger.Debug("dispatcher: no queue lock", "kind", k.info.Name, "key", h.key, "err", lerr)
-			refused[h.key] = true
-			continue
-		}
-		taken[h.key] = append(taken[h.key], lock.Slot())
-		locks = append(locks, lock)
-		ids, slots, keys = append(ids, h.id), append(slots, int32(lock.Slot())), append(keys, h.key)
 	}
+	locks = got
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -134,6 +126,50 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int)
 		c.queueLock = byID[c.id]
 	}
 	return claims, nil
+}
+
+// lockParallelism is how many keys' queue locks a claim pass takes at once. Each lock is a round trip
+// to the Redis nodes; a pass over 100 keys taking them one after another would hold its row locks
+// for 100 round trips.
+const lockParallelism = 16
+
+// lockHeads takes a queue lock for each head, keys in parallel and the heads of one key in order,
+// and returns them by head (nil where none was taken). Once a key's head gets no lock, the key's
+// later heads are not tried: they may not start before it, and its free slots are held elsewhere.
+func (k *kindRunner) lockHeads(ctx context.Context, heads []head) []*execlock.Lock {
+	byKey := map[string][]int{}
+	var order []string
+	for i, h := range heads {
+		if byKey[h.key] == nil {
+			order = append(order, h.key)
+		}
+		byKey[h.key] = append(byKey[h.key], i)
+	}
+	locks := make([]*execlock.Lock, len(heads))
+	next := make(chan string, len(order))
+	for _, key := range order {
+		next <- key
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(lockParallelism, len(order)) {
+		wg.Go(func() {
+			for key := range next {
+				var taken []int // the slots locked for the key in this pass
+				for _, i := range byKey[key] {
+					lock, err := k.lockSlot(ctx, heads[i], taken)
+					if err != nil {
+						k.d.logger.Debug("dispatcher: no queue lock", "kind", k.info.Name, "key", key, "err", err)
+						break
+					}
+					taken = append(taken, lock.Slot())
+					locks[i] = lock
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return locks
 }
 
 // lockSlot takes the queue lock of a free slot of h's key, other than those this pass has locked
