@@ -75,8 +75,8 @@ RETURNING %[6]s`, table, waitingCond, due, order, fmt.Sprintf(claimSet, "$2", "$
 		extend: fmt.Sprintf(`UPDATE %s t SET lease_expires_at = now() + make_interval(secs => $3)
 WHERE t.id = $1 AND t.lock_token = $2 AND %s RETURNING t.id`, table, runningCond),
 		countRunning: fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s`, table, runningCond),
-		nextDue: fmt.Sprintf(`SELECT min(t.process_after) FROM %s t WHERE t.process_after > now() AND %s`, table, waitingCond),
-		finish:  finishSQL(info, table),
+		nextDue:      fmt.Sprintf(`SELECT min(t.process_after) FROM %s t WHERE t.process_after > now() AND %s`, table, waitingCond),
+		finish:       finishSQL(info, table),
 		rescue: fmt.Sprintf(`WITH expired AS (
 	SELECT t.id FROM %[1]s t WHERE t.lease_expires_at < now() AND t.processed_at IS NULL AND t.failed_at IS NULL
 	ORDER BY t.lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED)
@@ -162,10 +162,12 @@ func headsSQL(info *jobinfo.Info, table, order, due string) (fast, scan string) 
 		SELECT coalesce(array_agg(e.lock_slot), '{}') AS slots FROM %[2]s e WHERE %[3]s AND %[4]s) r`,
 		info.KeyText("k"), table, sameKey("e", "k"), strings.ReplaceAll(runningCond, "t.", "e."))
 	// final locks the chosen rows (ids in CTE picks) in the kind's order, with their key's state.
-	final := fmt.Sprintf(`SELECT t.id, %[1]s, k.slots, k.lim, p.pos FROM %[2]s t JOIN keys k ON %[3]s JOIN picks p ON p.id = t.id
-WHERE t.id = ANY (ARRAY(SELECT id FROM picks)) AND %[4]s AND %[5]s%%s
-ORDER BY %[6]s LIMIT $1
-FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, sameKey("t", "k"), waitingCond, due, order)
+	// (picks carries its key's state, so that no join by key is needed here: joined to keys, the
+	// planner misjudges the CTE sizes and compares every chosen row with every key.)
+	final := fmt.Sprintf(`SELECT t.id, %[1]s, p.slots, p.lim, p.pos FROM %[2]s t JOIN picks p ON p.id = t.id
+WHERE t.id = ANY (ARRAY(SELECT id FROM picks)) AND %[3]s AND %[4]s%%s
+ORDER BY %[5]s LIMIT $1
+FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, waitingCond, due, order)
 	cols := strings.Join(keyCols, ", ")
 	tCols := strings.Join(prefixed("t.", keyCols), ", ")
 	fast = fmt.Sprintf(`WITH walk AS MATERIALIZED (
@@ -175,7 +177,7 @@ FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, sameKey("t", "k"), waiti
 ), keys AS MATERIALIZED (
 	SELECT k.*, %[6]s
 ), picks AS (
-	SELECT w.id, w.pos FROM walk w JOIN keys k ON %[7]s WHERE w.due AND w.pos <= k.lim - cardinality(k.slots)
+	SELECT w.id, w.pos, k.lim, k.slots FROM walk w JOIN keys k ON %[7]s WHERE w.due AND w.pos <= k.lim - cardinality(k.slots)
 )
 %[8]s`, tCols, due, table, waitingCond, order,
 		fmt.Sprintf(keyState, "(SELECT DISTINCT "+cols+" FROM walk)"), sameKey("w", "k"), fmt.Sprintf(final, ""))
@@ -189,7 +191,7 @@ FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, sameKey("t", "k"), waiti
 ), keys AS MATERIALIZED (
 	SELECT k.*, %[6]s
 ), picks AS (
-	SELECT h.id, h.pos FROM keys k CROSS JOIN LATERAL (
+	SELECT h.id, h.pos, k.lim, k.slots FROM keys k CROSS JOIN LATERAL (
 		SELECT t.id, bool_and(t.is_due) OVER o AS due, row_number() OVER o AS pos FROM (
 			SELECT t.id, t.created_at, t.process_after, %[8]s AS is_due FROM %[2]s t
 			WHERE %[3]s AND %[9]s ORDER BY %[7]s LIMIT greatest(k.lim - cardinality(k.slots), 0)) t

@@ -131,3 +131,67 @@ func (a accounting) resultPairs(r *Report) {
 	r.result("lost", a.Lost)
 	r.result("early", a.early())
 }
+
+// accountStopped checks a run that may have stopped before every job ran (fair): jobs 0 to jobs-1
+// of the ledger against the table. A job that never ran and whose row still waits (not processed,
+// failed or leased) is left over and counted in waiting, not lost, unless mustRun says it had to
+// run. Lost is then: a job that ran but whose row is not processed, a job that had to run and never
+// did, a row processed or leased whose handler never ran, and a job without a row.
+func (s *session) accountStopped(ctx context.Context, table pgx.Identifier, led *ledger, jobs int64,
+	mustRun func(n int64) bool) (a accounting, waiting int64, err error) {
+	a = accounting{Jobs: jobs}
+	rows, err := s.db.Query(ctx, `SELECT n, processed_at IS NOT NULL, failed_at IS NOT NULL,
+		lease_expires_at IS NOT NULL, attempts_made, coalesce(started_at < process_after, false) FROM `+table.Sanitize())
+	if err != nil {
+		return a, 0, fmt.Errorf("checking the table: %w", err)
+	}
+	seen := make([]bool, jobs)
+	var n int64
+	var processed, failed, leased, early bool
+	var attempts int32
+	_, err = pgx.ForEachRow(rows, []any{&n, &processed, &failed, &leased, &attempts, &early}, func() error {
+		a.Rows++
+		if n < 0 || n >= jobs || seen[n] {
+			s.report.fail("the table holds a second row, or a row of no enqueued job, for job %d", n)
+			return nil
+		}
+		seen[n] = true
+		a.Processed += b2i(processed)
+		a.Failed += b2i(failed)
+		a.Retried += b2i(attempts > 1)
+		a.EarlyDB += b2i(early)
+		ran := led.count(n) > 0
+		switch {
+		case ran != processed, !ran && (failed || leased):
+			a.Lost++
+		case !ran && mustRun(n):
+			a.Lost++
+			if len(a.NeverRan) < 10 {
+				a.NeverRan = append(a.NeverRan, n)
+			}
+		case !ran:
+			waiting++
+		}
+		return nil
+	})
+	if err != nil {
+		return a, waiting, fmt.Errorf("checking the table: %w", err)
+	}
+	for i, ok := range seen {
+		if !ok {
+			a.Lost++
+			if len(a.NeverRan) < 10 && led.count(int64(i)) == 0 {
+				a.NeverRan = append(a.NeverRan, int64(i))
+			}
+		}
+	}
+	a.Duplicates, _, _ = led.tally(jobs, 0)
+	return a, waiting, nil
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -18,9 +18,14 @@ var scenarios = map[string]scenario{
 	"drain":  runDrain,
 	"steady": runSteady,
 	"unique": runUnique,
+	"slots":  runSlots,
+	"fair":   runFair,
 	"herd":   runHerd,
 	"select": runSelect,
 }
+
+// redisScenarios are the scenarios of keyed kinds, whose dispatchers need the lock nodes.
+var redisScenarios = map[string]bool{"unique": true, "slots": true, "fair": true}
 
 // Scenarios lists the scenario names, sorted.
 func Scenarios() []string { return slices.Sorted(maps.Keys(scenarios)) }
@@ -48,7 +53,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer s.close(ctx)
-	if o.Scenario == "unique" {
+	if redisScenarios[o.Scenario] {
 		if err := s.connectRedis(ctx); err != nil {
 			return nil, err
 		}
@@ -86,6 +91,18 @@ func (s *session) settings(ctx context.Context) {
 	r.setting("pool_per_dispatcher", o.Pool)
 	r.setting("enqueue_batch", o.Batch)
 	r.setting("analyze_after_load", !o.NoAnalyze)
+	switch o.Scenario {
+	case "slots":
+		r.setting("key_limit", o.KeyLimit)
+		r.setting("slow_fraction", o.SlowFraction)
+		r.setting("slow_handler", o.Slow.String())
+		r.setting("slow_run", o.SlowRun)
+	case "fair":
+		r.setting("key_limit", o.KeyLimit)
+		r.setting("handler", o.Handler.String())
+		r.setting("tail", o.Tail.String())
+		r.setting("drain", o.Drain)
+	}
 	rows := make([][]string, len(r.Settings))
 	for i, p := range r.Settings {
 		rows[i] = []string{p.Key, format(p.Value)}

@@ -113,3 +113,106 @@ func TestOptionsDefaultsAndValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestSlotsWatch(t *testing.T) {
+	t.Parallel()
+	w := newSlotWatch(2, []int64{4, 1})
+	w.enter(0)
+	w.enter(0) // key 0 at its limit, 2 queued
+	w.leave(0) // a slot frees at the limit: the wait starts
+	time.Sleep(2 * time.Millisecond)
+	w.enter(0) // refilled: one wait
+	w.enter(0) // 3 running: over the limit
+	w.leave(0)
+	w.leave(0) // 0 queued now: no wait starts
+	w.leave(0)
+	w.enter(1)
+	w.leave(1)
+	all, key1 := w.summary(0, 2), w.summary(1, 2)
+	if all.MaxPerKey != 3 || all.OverLimit != 1 || all.ReachedLimit != 1 || len(all.Waits) != 1 || all.Waits[0] < 2*time.Millisecond {
+		t.Errorf("summary of both keys: %+v", all)
+	}
+	if key1.MaxPerKey != 1 || key1.ReachedLimit != 0 || len(key1.Waits) != 0 || key1.waitMs(99) != 0 {
+		t.Errorf("summary of key 1: %+v", key1)
+	}
+	if w.started.Load() != 5 || w.ended.Load() != 5 {
+		t.Errorf("started %d, ended %d; want 5 and 5", w.started.Load(), w.ended.Load())
+	}
+}
+
+// The slow jobs are a fixed set of about the fraction asked, in whole runs of one key's consecutive
+// jobs (jobs go round-robin over the keys), spread over the keys; with runs of 1, over every key.
+func TestSlotsSlowJobs(t *testing.T) {
+	t.Parallel()
+	const jobs, keys = 200_000, 100
+	for _, tc := range []struct {
+		name           string
+		run            int
+		min, max, keys int
+	}{
+		{"evenly", 1, 1_800, 2_200, keys},
+		{"runs of 20", 20, 1_200, 2_800, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			slow, onKey := 0, map[int64]bool{}
+			for n := range int64(jobs) {
+				s := slowJob(n, keys, tc.run, 0.01)
+				if s != slowJob(n, keys, tc.run, 0.01) || slowJob(n, keys, tc.run, 0) || !slowJob(n, keys, tc.run, 1) {
+					t.Fatalf("slowJob(%d) is not fixed, or not none at 0 and all at 1", n)
+				}
+				// n and n+keys are consecutive jobs of one key: in one run unless n+keys starts the next.
+				if next := n + keys; (n/keys+1)%int64(tc.run) != 0 && next < jobs && slowJob(next, keys, tc.run, 0.01) != s {
+					t.Fatalf("jobs %d and %d are in one run of key %d, and only one is slow", n, next, n%keys)
+				}
+				if s {
+					slow++
+					onKey[n%keys] = true
+				}
+			}
+			if slow < tc.min || slow > tc.max || len(onKey) < tc.keys {
+				t.Errorf("%d slow jobs of %d on %d keys; want %d to %d on at least %d keys", slow, jobs, len(onKey), tc.min, tc.max, tc.keys)
+			}
+		})
+	}
+}
+
+func TestSlotsAndFairOptions(t *testing.T) {
+	t.Parallel()
+	o := Options{Scenario: "slots"}.withDefaults()
+	if o.Jobs != DefaultSlotsJobs || o.Keys != 100 || o.KeyLimit != 10 || o.Workers != 1000 || o.SlowFraction != 0.01 ||
+		o.Slow != time.Second || o.SlowRun != 20 || o.Schema != "jobpipe_bench_slots" {
+		t.Errorf("slots defaults: %+v", o)
+	}
+	if o := (Options{Scenario: "slots", Jobs: 50, Keys: 100, KeyLimit: 3}).withDefaults(); o.Workers != 150 {
+		t.Errorf("slots workers with 50 jobs over 100 keys, limit 3: %d; want 150 (50 keys x 3)", o.Workers)
+	}
+	o = Options{Scenario: "fair"}.withDefaults()
+	if o.BigJobs != 100_000 || o.SmallKeys != 1_000 || o.KeyLimit != 10 || o.Workers != DefaultWorkers || o.Handler != time.Millisecond ||
+		o.Tail != 2*time.Second || o.Drain {
+		t.Errorf("fair defaults: %+v", o)
+	}
+	err := Options{Scenario: "slots", KeyLimit: 2000, SlowFraction: 1.5, Slow: -time.Second}.withDefaults().Validate()
+	for _, want := range []string{"--key-limit must be from 1 to 1024, not 2000", "--slow-fraction must be from 0 to 1",
+		"--slow, --handler and --tail must be positive"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v; want %q", err, want)
+		}
+	}
+	err = Options{Scenario: "fair", BigJobs: maxLedgerJobs}.withDefaults().Validate()
+	if err == nil || !strings.Contains(err.Error(), "--big-jobs plus --small-keys must be at most") {
+		t.Errorf("Validate: %v; want the ledger's bound", err)
+	}
+}
+
+func TestSlotsAndFairNeedRedis(t *testing.T) {
+	t.Parallel()
+	for name := range redisScenarios {
+		if _, ok := scenarios[name]; !ok {
+			t.Errorf("redisScenarios names %q, which is no scenario", name)
+		}
+	}
+	if !redisScenarios["slots"] || !redisScenarios["fair"] || !redisScenarios["unique"] || redisScenarios["drain"] {
+		t.Errorf("redisScenarios = %v", redisScenarios)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/execlock"
 )
 
 // fleet is the dispatchers of a run, each with a pool (and Redis clients) of its own, as separate
@@ -84,8 +85,15 @@ func (f *fleet) stats() dispatcher.Stats {
 		t.LeasesLost += s.LeasesLost
 		t.ClaimsRefused += s.ClaimsRefused
 		t.Rescued += s.Rescued
+		t.Locks = addLockStats(t.Locks, s.Locks)
 	}
 	return t
+}
+
+func addLockStats(a, b execlock.Stats) execlock.Stats {
+	return execlock.Stats{Acquired: a.Acquired + b.Acquired, Taken: a.Taken + b.Taken, Unavailable: a.Unavailable + b.Unavailable,
+		Extended: a.Extended + b.Extended, ExtendFailed: a.ExtendFailed + b.ExtendFailed, Released: a.Released + b.Released,
+		ReleaseFailed: a.ReleaseFailed + b.ReleaseFailed}
 }
 
 // processed is how many outcomes "processed" the dispatchers have recorded.
@@ -117,16 +125,21 @@ const stallTimeout = time.Minute
 // waitProcessed waits until the fleet has recorded want processed jobs. When none is processed for
 // stallTimeout, it records a failure and returns nil, so the run still checks and reports every job.
 func (s *session) waitProcessed(ctx context.Context, f *fleet, want int64) error {
-	last, lastAt := f.processed(), time.Now()
-	return waitFor(ctx, fmt.Sprintf("%d jobs to be processed", want), s.opts.Timeout, pollEvery, func() (bool, error) {
-		p := f.processed()
+	return s.waitCount(ctx, "jobs to be processed", want, f.processed)
+}
+
+// waitCount waits until count reaches want, as waitProcessed does.
+func (s *session) waitCount(ctx context.Context, what string, want int64, count func() int64) error {
+	last, lastAt := count(), time.Now()
+	return waitFor(ctx, fmt.Sprintf("%d %s", want, what), s.opts.Timeout, pollEvery, func() (bool, error) {
+		p := count()
 		if p >= want {
 			return true, nil
 		}
 		if p != last {
 			last, lastAt = p, time.Now()
 		} else if time.Since(lastAt) > stallTimeout {
-			s.report.fail("no job was processed for %v with %d of %d left: gave up waiting", stallTimeout, want-p, want)
+			s.report.fail("no progress for %v with %d of %d %s left: gave up waiting", stallTimeout, want-p, want, what)
 			return true, nil
 		}
 		return false, nil

@@ -18,3 +18,18 @@ type keyedJob struct {
 // keyedJobFor spreads job n over keys round-robin: job n is the (n/keys)-th of key n%keys, so ids
 // increase with Seq within each key.
 func keyedJobFor(n, keys int64) keyedJob { return keyedJob{K: n % keys, Seq: n / keys, N: n} }
+
+// slotJob is the job of slots: K is the concurrency key (KeyLimit slots per key) and SleepUS how long
+// its handler sleeps in microseconds, decided at enqueue (see slowJob), so the table says which jobs
+// were slow.
+type slotJob struct {
+	K       int64 `jobpipe:"k,key"`
+	N       int64 `jobpipe:"n"`
+	SleepUS int64 `jobpipe:"sleep_us"`
+}
+
+// fairJob is the job of fair: K is "big" for the big key's backlog, small-<i> for the small keys.
+type fairJob struct {
+	K string `jobpipe:"k,key"`
+	N int64  `jobpipe:"n"`
+}

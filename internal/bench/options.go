@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -19,7 +20,8 @@ type Options struct {
 	Scenario string
 	// DB is the connection configuration; the run sets search_path to Schema on copies of it.
 	DB *pgxpool.Config
-	// RedisNodes are the lock nodes (unique only), used unless SpawnRedis is set.
+	// RedisNodes are the lock nodes (the scenarios of keyed kinds: unique, slots, fair), used unless
+	// SpawnRedis is set.
 	RedisNodes []string
 	// SpawnRedis starts this many throw-away redis-server processes for the run instead.
 	SpawnRedis int
@@ -33,8 +35,25 @@ type Options struct {
 	Duration time.Duration
 	// Dispatchers is a list for herd; the other scenarios take one number.
 	Dispatchers []int
-	// Workers is each dispatcher's Concurrency; ClaimBatch its ClaimBatch; Pool its pool's MaxConns.
+	// Workers is each dispatcher's Concurrency (slots: default Keys × KeyLimit, so that the key
+	// limits, not the workers, bound what runs); ClaimBatch its ClaimBatch; Pool its pool's MaxConns.
 	Workers, ClaimBatch, Pool int
+	// KeyLimit is the keyed kind's jobinfo.KeyLimit in slots and fair.
+	KeyLimit int
+	// SlowFraction of slots' jobs sleep Slow in their handler; the others return at once. The slow
+	// jobs come in runs of SlowRun consecutive jobs of one key (default 2 × KeyLimit), so that their
+	// key reaches its limit; 1 spreads them evenly.
+	SlowFraction float64
+	Slow         time.Duration
+	SlowRun      int
+	// BigJobs wait in fair's one big key, enqueued first; SmallKeys keys of one job each follow.
+	BigJobs, SmallKeys int
+	// Handler is how long each of fair's handlers sleeps.
+	Handler time.Duration
+	// Tail is how long fair keeps working once every small job is done, before it stops (unless Drain).
+	Tail time.Duration
+	// Drain makes fair work the big key's whole backlog before it stops.
+	Drain bool
 	// Batch is how many jobs one EnqueueMany call inserts.
 	Batch int
 	// Sizes are select's pending-row counts; Repeat its timed passes per size.
@@ -63,6 +82,15 @@ const (
 	DefaultHerdJobs    = 100_000
 	DefaultUniqueKeys  = 10_000
 	DefaultSelectKeys  = 100_000
+	DefaultSlotsJobs   = 1_000_000
+	DefaultSlotsKeys   = 100
+	DefaultKeyLimit    = 10
+	DefaultSlowFrac    = 0.01
+	DefaultSlow        = time.Second
+	DefaultBigJobs     = 100_000
+	DefaultSmallKeys   = 1_000
+	DefaultHandler     = time.Millisecond
+	DefaultTail        = 2 * time.Second
 	DefaultBacklog     = 75_000
 	DefaultDuration    = 60 * time.Second
 	DefaultWorkers     = 100
@@ -98,6 +126,28 @@ func (o Options) withDefaults() Options {
 	case "unique":
 		def(&o.Jobs, DefaultUniqueJobs)
 		def(&o.Keys, DefaultUniqueKeys)
+	case "slots":
+		def(&o.Jobs, DefaultSlotsJobs)
+		def(&o.Keys, DefaultSlotsKeys)
+		def(&o.KeyLimit, DefaultKeyLimit)
+		def(&o.Workers, min(o.Keys, o.Jobs)*o.KeyLimit)
+		if o.SlowFraction == 0 {
+			o.SlowFraction = DefaultSlowFrac
+		}
+		if o.Slow == 0 {
+			o.Slow = DefaultSlow
+		}
+		def(&o.SlowRun, 2*o.KeyLimit)
+	case "fair":
+		def(&o.BigJobs, DefaultBigJobs)
+		def(&o.SmallKeys, DefaultSmallKeys)
+		def(&o.KeyLimit, DefaultKeyLimit)
+		if o.Handler == 0 {
+			o.Handler = DefaultHandler
+		}
+		if o.Tail == 0 {
+			o.Tail = DefaultTail
+		}
 	case "herd":
 		def(&o.Jobs, DefaultHerdJobs)
 		def(&o.Pool, DefaultHerdPool)
@@ -155,13 +205,23 @@ func (o Options) Validate() error {
 		flag string
 		v    int
 	}{{"--jobs", o.Jobs}, {"--keys", o.Keys}, {"--backlog", o.Backlog}, {"--workers", o.Workers},
-		{"--claim-batch", o.ClaimBatch}, {"--pool", o.Pool}, {"--batch", o.Batch}, {"--repeat", o.Repeat}} {
+		{"--claim-batch", o.ClaimBatch}, {"--pool", o.Pool}, {"--batch", o.Batch}, {"--repeat", o.Repeat},
+		{"--big-jobs", o.BigJobs}, {"--small-keys", o.SmallKeys}, {"--slow-run", o.SlowRun}} {
 		if c.v < 0 {
 			bad("%s must be positive, not %d", c.flag, c.v)
 		}
 	}
-	if o.Jobs > maxLedgerJobs || o.Backlog > maxLedgerJobs {
-		bad("--jobs and --backlog must be at most %d", maxLedgerJobs)
+	if o.Jobs > maxLedgerJobs || o.Backlog > maxLedgerJobs || o.BigJobs+o.SmallKeys > maxLedgerJobs {
+		bad("--jobs, --backlog and --big-jobs plus --small-keys must be at most %d", maxLedgerJobs)
+	}
+	if o.KeyLimit < 0 || o.KeyLimit > execlock.MaxLimit {
+		bad("--key-limit must be from 1 to %d, not %d", execlock.MaxLimit, o.KeyLimit)
+	}
+	if o.SlowFraction < 0 || o.SlowFraction > 1 {
+		bad("--slow-fraction must be from 0 to 1 (0 meaning the default), not %v", o.SlowFraction)
+	}
+	if o.Slow < 0 || o.Handler < 0 || o.Tail < 0 {
+		bad("--slow, --handler and --tail must be positive")
 	}
 	if o.SpawnRedis < 0 || o.SpawnRedis > 7 {
 		bad("--spawn-redis must be from 0 to 7, not %d", o.SpawnRedis)

@@ -150,6 +150,8 @@ var statementLabels = []struct{ fragment, label string }{
 	{"array_agg(nextval(", "reserve ids (enqueue)"},
 	{"SELECT pg_notify(", "notify (enqueue)"},
 	{"INSERT INTO jobpipe_kinds", "register kind"},
+	{"SELECT t.id, coalesce((SELECT array_agg(e.lock_slot)", "busy slots (keyed)"},
+	{"FROM jobpipe_kind_limits", "read kind limits"},
 }
 
 func statementLabel(sql string) string {

@@ -13,12 +13,13 @@ import (
 	"github.com/jobpipe/jobpipe/internal/bench"
 )
 
-const benchUsage = `usage: jobpipe bench drain|steady|unique|herd|select [flags]
+const benchUsage = `usage: jobpipe bench drain|steady|unique|slots|fair|herd|select [flags]
 
-Runs one benchmark of docs/benchmarks.md against PostgreSQL (and Redis for unique) in a schema of its
-own, created afresh (jobpipe's migrations applied, the kinds created with jobinfo.Define and
-TableSpec.CreateSQL) and dropped at the end unless --keep. It writes a progress line every second to
-stderr, then a table to stdout and, as the last line, one RESULT line of key=value pairs, e.g.
+Runs one benchmark of docs/benchmarks.md against PostgreSQL (and Redis for unique, slots and fair) in
+a schema of its own, created afresh (jobpipe's migrations applied, the kinds created with
+jobinfo.Define and TableSpec.CreateSQL) and dropped at the end unless --keep. It writes a progress line
+every second to stderr, then a table to stdout and, as the last line, one RESULT line of
+key=value pairs, e.g.
   RESULT scenario=drain jobs=1000000 ... jobs_per_s=32051 ... duplicates=0 lost=0 early=0 verified=true
 Every scenario counts its handler runs per job and checks them against the table: duplicates (jobs run
 more than once), lost (never run, or not processed) and early (started before process_after) must be
@@ -31,6 +32,17 @@ scenarios and targets (BENCHMARKS.md, the 2-core machine):
   unique  --jobs jobs over --keys keys of a keyed kind (one per key at a time, redsync); checks that
           no key ever runs two jobs and each key's jobs start in order      >= 15,000 jobs/s with
           1 Redis node, >= 10,000 with 3 (--spawn-redis 3)
+  slots   --jobs jobs over --keys keys of a keyed kind with --key-limit slots per key; a
+          --slow-fraction of the handlers sleep --slow (in runs of --slow-run jobs of one key), the
+          rest return at once. Checks that no key ever runs more than its limit; reports the keys
+          that reached it, the failed lock attempts and the slot wait (a slot freed at the limit ->
+          the key's next start)
+                                         max per key <= limit; >= 80% of unique's jobs/s
+  fair    --big-jobs jobs of one key enqueued first, then --small-keys keys of one job each; the
+          dispatchers start once all wait. Times the small jobs' starts and counts the big jobs
+          started before the last of them; the big key must never run more than --key-limit.
+          Stops --tail after the small jobs are done (--drain: once everything is)
+                                         small jobs start within the first passes
   herd    --jobs jobs due at one instant, worked by each count of --dispatchers (each dispatcher its
           own pool): 0 wasted claims, every job started within 2 s of due, 0 early starts, and a time
           that does not grow with dispatchers
@@ -40,18 +52,28 @@ scenarios and targets (BENCHMARKS.md, the 2-core machine):
 
 flags (defaults in brackets):
   --database-url URL   PostgreSQL [$DATABASE_URL, else ` + defaultDatabaseURL + `]
-  --redis-url NODES    Redis lock nodes, comma-separated host:port or redis:// URLs (unique only)
-                       [$REDIS_URL, else ` + defaultRedisURL + `]
+  --redis-url NODES    Redis lock nodes, comma-separated host:port or redis:// URLs (unique, slots
+                       and fair) [$REDIS_URL, else ` + defaultRedisURL + `]
   --spawn-redis N      start N throw-away redis-server processes on free ports for the run instead
                        (no persistence; killed at the end, also on error or interrupt) [0]
   --schema NAME        the schema the run owns [jobpipe_bench_SCENARIO]
   --keep               keep the schema at the end
-  --jobs N             jobs [drain 1000000, unique 1000000, herd 100000]
-  --keys N             keys [unique 10000, select 100000; select uses min(keys, size)]
+  --jobs N             jobs [drain 1000000, unique 1000000, slots 1000000, herd 100000]
+  --keys N             keys [unique 10000, slots 100, select 100000; select uses min(keys, size)]
+  --key-limit N        slots, fair: jobs of one key running at once (jobinfo.KeyLimit) [10]
+  --slow-fraction F    slots: the share of jobs whose handler sleeps --slow [0.01]
+  --slow D             slots: how long a slow handler sleeps [1s]
+  --slow-run N         slots: the slow jobs come in runs of N consecutive jobs of one key, so that
+                       the key reaches its limit; 1 spreads them evenly [2 x key-limit]
+  --big-jobs N         fair: jobs of the big key, enqueued first [100000]
+  --small-keys N       fair: keys of one job each, enqueued after the big key's [1000]
+  --handler D          fair: how long every handler sleeps [1ms]
+  --tail D             fair: how long to go on once the small jobs are done, then stop [2s]
+  --drain              fair: stop only once the big key's backlog is done too
   --duration D         steady: the measured window [60s]
   --backlog N          steady: waiting jobs to keep [75000]
   --dispatchers LIST   dispatchers in this process, each with its own pool [herd 1,3,5,7,10; others 1]
-  --workers N          each dispatcher's Concurrency [100]
+  --workers N          each dispatcher's Concurrency [100; slots keys x key-limit]
   --claim-batch N      each dispatcher's ClaimBatch [100]
   --pool N             connections in each dispatcher's pool [8; herd 4]
   --batch N            jobs per EnqueueMany call [10000]
@@ -92,6 +114,15 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Keep, "keep", false, "")
 	fs.IntVar(&o.Jobs, "jobs", 0, "")
 	fs.IntVar(&o.Keys, "keys", 0, "")
+	fs.IntVar(&o.KeyLimit, "key-limit", 0, "")
+	fs.Float64Var(&o.SlowFraction, "slow-fraction", 0, "")
+	fs.DurationVar(&o.Slow, "slow", 0, "")
+	fs.IntVar(&o.SlowRun, "slow-run", 0, "")
+	fs.IntVar(&o.BigJobs, "big-jobs", 0, "")
+	fs.IntVar(&o.SmallKeys, "small-keys", 0, "")
+	fs.DurationVar(&o.Handler, "handler", 0, "")
+	fs.DurationVar(&o.Tail, "tail", 0, "")
+	fs.BoolVar(&o.Drain, "drain", false, "")
 	fs.DurationVar(&o.Duration, "duration", 0, "")
 	fs.IntVar(&o.Backlog, "backlog", 0, "")
 	fs.StringVar(&f.dispatchers, "dispatchers", "", "")

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -124,6 +126,55 @@ func TestBenchUniqueSpawnsRedis(t *testing.T) {
 	}
 }
 
+func TestBenchSlots(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	p := resultLine(t, runBenchCLI(t, "slots", "--jobs", "3000", "--keys", "20", "--key-limit", "3", "--slow-fraction", "0.05",
+		"--slow", "50ms", "--redis-url", strings.Join(r.Addrs, ",")),
+		"scenario", "jobs", "keys", "key_limit", "slow_jobs", "workers", "jobs_per_s", "max_per_key", "over_limit", "reached_limit_keys",
+		"lock_failed", "lock_failed_per_1k_jobs", "slot_waits", "slot_wait_p50_ms", "slot_wait_p99_ms", "early")
+	if p["scenario"] != "slots" || p["keys"] != "20" || p["key_limit"] != "3" || p["workers"] != "60" || p["over_limit"] != "0" {
+		t.Errorf("RESULT: %v", p)
+	}
+	if n, err := strconv.Atoi(p["max_per_key"]); err != nil || n < 1 || n > 3 {
+		t.Errorf("max_per_key = %s; want 1 to 3", p["max_per_key"])
+	}
+	if n, err := strconv.Atoi(p["slow_jobs"]); err != nil || n < 100 || n > 200 {
+		t.Errorf("slow_jobs = %s; want about 150 (5%% of 3000)", p["slow_jobs"])
+	}
+}
+
+func TestBenchFair(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{
+		{"tail", []string{"--big-jobs", "3000", "--tail", "200ms"}},
+		{"drain", []string{"--big-jobs", "300", "--drain"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"fair", "--small-keys", "50", "--key-limit", "3", "--redis-url", strings.Join(r.Addrs, ",")}, tc.extra...)
+			p := resultLine(t, runBenchCLI(t, args...), "scenario", "big_jobs", "small_keys", "key_limit", "small_start_p50_ms",
+				"small_start_p99_ms", "small_start_max_ms", "big_started_before_last_small", "small_done_s", "seconds", "big_done",
+				"big_left", "big_jobs_per_s", "big_max_running", "over_limit", "lock_failed", "early")
+			big, _ := strconv.Atoi(p["big_jobs"])
+			done, _ := strconv.Atoi(p["big_done"])
+			left, _ := strconv.Atoi(p["big_left"])
+			maxBig, _ := strconv.Atoi(p["big_max_running"])
+			if p["scenario"] != "fair" || p["small_keys"] != "50" || p["over_limit"] != "0" || maxBig < 1 || maxBig > 3 ||
+				done+left > big || p["small_start_max_ms"] == "0" {
+				t.Errorf("RESULT: %v", p)
+			}
+			if slices.Contains(tc.extra, "--drain") && (left != 0 || done != big) {
+				t.Errorf("--drain left %d of %d big jobs (done %d)", left, big, done)
+			}
+		})
+	}
+}
+
 func TestBenchHerd(t *testing.T) {
 	t.Parallel()
 	p := resultLine(t, runBenchCLI(t, "herd", "--jobs", "1000", "--dispatchers", "1,3", "--lead", "2s"),
@@ -168,8 +219,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "missing the scenario: one of drain, herd, select, steady, unique"},
-		{[]string{"nosuch"}, `unknown scenario "nosuch": want one of [drain herd select steady unique]`},
+		{nil, "missing the scenario: one of drain, fair, herd, select, slots, steady, unique"},
+		{[]string{"nosuch"}, `unknown scenario "nosuch": want one of [drain fair herd select slots steady unique]`},
 		{[]string{"drain", "steady"}, "too many arguments"},
 		{[]string{"drain", "--jobs", "-1"}, "--jobs must be positive, not -1"},
 		{[]string{"drain", "--jobs", "0"}, "--jobs must be positive, not 0"},
@@ -179,6 +230,11 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"select", "--sizes", "10k,0"}, `--sizes: "0" is not a positive count`},
 		{[]string{"unique", "--spawn-redis", "-2"}, "--spawn-redis must be from 0 to 7, not -2"},
 		{[]string{"drain", "--schema", "a;b"}, "--schema: "},
+		{[]string{"slots", "--key-limit", "2000"}, "--key-limit must be from 1 to 1024, not 2000"},
+		{[]string{"slots", "--slow-fraction", "1.5"}, "--slow-fraction must be from 0 to 1"},
+		{[]string{"slots", "--slow-fraction", "0"}, "--slow-fraction must be positive, not 0"},
+		{[]string{"fair", "--tail", "0s"}, "--tail must be positive, not 0"},
+		{[]string{"fair", "--big-jobs", "-5"}, "--big-jobs must be positive, not -5"},
 		{[]string{"drain", "--nosuch"}, "flag provided but not defined: -nosuch"},
 	} {
 		code, stdout, stderr := runCLI(t, append([]string{"bench"}, tc.args...)...)
@@ -200,7 +256,8 @@ func TestBenchHelp(t *testing.T) {
 	if code != 0 || stdout != benchUsage {
 		t.Errorf("help bench: exit %d\n%s", code, stdout)
 	}
-	for _, want := range []string{"drain|steady|unique|herd|select", ">= 30,000 jobs/s", "--spawn-redis N", "[herd 1,3,5,7,10; others 1]"} {
+	for _, want := range []string{"drain|steady|unique|slots|fair|herd|select", ">= 30,000 jobs/s", "--spawn-redis N",
+		"[herd 1,3,5,7,10; others 1]", "--key-limit N", "--big-jobs N", "--small-keys N", ">= 80% of unique's jobs/s"} {
 		if !strings.Contains(benchUsage, want) {
 			t.Errorf("the usage lacks %q", want)
 		}
