@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobpipe/jobpipe/dispatcher"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/migrations"
 )
@@ -165,6 +166,18 @@ func (s *session) analyze(ctx context.Context, table pgx.Identifier, vacuum bool
 	}
 	_, err := s.db.Exec(ctx, stmt+table.Sanitize())
 	return err
+}
+
+// prepareKeyed readies a loaded keyed kind's table for a run: its statistics gathered, and the
+// dispatcher's head queries named in the statement trace.
+func (s *session) prepareKeyed(ctx context.Context, info *jobinfo.Info) error {
+	if err := s.analyze(ctx, info.Table, false); err != nil {
+		return err
+	}
+	fast, scan := dispatcher.HeadsQueries(info)
+	s.trace.name(fast, "select heads: fast walk (keyed)")
+	s.trace.name(scan, "select heads: key scan (keyed)")
+	return nil
 }
 
 // waitFor polls cond every interval until it holds, ctx ends, or timeout passes.

@@ -53,12 +53,9 @@ func runUnique(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	if err := s.analyze(ctx, kind.Info().Table, false); err != nil {
+	if err := s.prepareKeyed(ctx, kind.Info()); err != nil {
 		return err
 	}
-	fast, scan := dispatcher.HeadsQueries(kind.Info())
-	s.trace.name(fast, "select heads: fast walk (keyed)")
-	s.trace.name(scan, "select heads: key scan (keyed)")
 	var led ledger
 	w := newKeyWatch(int(keys))
 	s.trace.reset()
