@@ -162,8 +162,10 @@ func headsSQL(info *jobinfo.Info, table, order, due string) (fast, scan string) 
 		SELECT coalesce(array_agg(e.lock_slot), '{}') AS slots FROM %[2]s e WHERE %[3]s AND %[4]s) r`,
 		info.KeyText("k"), table, sameKey("e", "k"), strings.ReplaceAll(runningCond, "t.", "e."))
 	// final locks the chosen rows (ids in CTE picks) in the kind's order, with their key's state.
-	// (picks carries its key's state, so that no join by key is needed here: joined to keys, the
-	// planner misjudges the CTE sizes and compares every chosen row with every key.)
+	// Rows are fetched by id from an array (ARRAY(...)), which keeps the planner from driving the join
+	// from the whole table. picks carries its key's state, so that no join by key is needed here:
+	// joined to keys, the planner misjudged the CTEs' sizes and compared every chosen row with every
+	// key.
 	final := fmt.Sprintf(`SELECT t.id, %[1]s, p.slots, p.lim, p.pos FROM %[2]s t JOIN picks p ON p.id = t.id
 WHERE t.id = ANY (ARRAY(SELECT id FROM picks)) AND %[3]s AND %[4]s%%s
 ORDER BY %[5]s LIMIT $1
