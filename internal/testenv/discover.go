@@ -105,6 +105,13 @@ func discover[T any](f finder[T]) (T, error) {
 	return zero, notFound(f.service, tried)
 }
 
+// containerStarts makes container starts take turns. The PostgreSQL and Redis services are
+// discovered independently, so parallel tests asking for both at once would start both containers
+// at once, and testcontainers creates its default network on a container's first start without
+// locking: the second creation fails with "network ... already exists", and the failure is
+// remembered for the whole run.
+var containerStarts sync.Mutex
+
 // startWithRuntime starts a container when a container runtime answers and Main will terminate
 // what it starts.
 func startWithRuntime[T any](start func(context.Context) (T, error)) (T, error) {
@@ -112,6 +119,8 @@ func startWithRuntime[T any](start func(context.Context) (T, error)) (T, error) 
 	if !mainRunning.Load() {
 		return zero, errors.New("not used: the test package's TestMain must call testenv.Main, which terminates the containers")
 	}
+	containerStarts.Lock()
+	defer containerStarts.Unlock()
 	if err := runtimeAnswers(); err != nil {
 		return zero, err
 	}
