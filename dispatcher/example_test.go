@@ -6,7 +6,6 @@ import (
 	"log"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
-	"github.com/jobpipe/jobpipe/migrations"
 )
 
 // Delivery is the README's quick-start kind.
@@ -74,25 +72,8 @@ func Example() {
 
 // exampleServers gives the example a migrated schema of its own and the lock nodes.
 func exampleServers(ctx context.Context) (*pgxpool.Pool, []*redis.Client, func()) {
-	url, addrs, err := testenv.Servers()
+	pool, addrs, drop, err := testenv.ExampleSchema(ctx)
 	if err != nil {
-		log.Fatal(err)
-	}
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	schema := fmt.Sprintf("example_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		log.Fatal(err)
-	}
-	cfg, _ := pgxpool.ParseConfig(url)
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := migrations.Up(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
 	nodes, err := execlock.NewClients(addrs...)
@@ -103,8 +84,6 @@ func exampleServers(ctx context.Context) (*pgxpool.Pool, []*redis.Client, func()
 		for _, n := range nodes { // Stop released every lock
 			_ = n.Close()
 		}
-		pool.Close()
-		_, _ = admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-		_ = admin.Close(ctx)
+		drop()
 	}
 }

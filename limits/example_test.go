@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/limits"
-	"github.com/jobpipe/jobpipe/migrations"
 )
 
 // Delivery is a kind keyed by customer: by default one delivery per customer runs at a time.
@@ -188,33 +185,9 @@ func register[T any](ctx context.Context, db *pgxpool.Pool, kind *jobinfo.Kind[T
 
 // exampleDB gives an example a migrated schema of its own on the test server, and drops it after.
 func exampleDB(ctx context.Context) (*pgxpool.Pool, func()) {
-	url, _, err := testenv.Servers()
+	pool, _, drop, err := testenv.ExampleSchema(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	schema := fmt.Sprintf("example_limits_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		log.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := migrations.Up(ctx, pool); err != nil {
-		log.Fatal(err)
-	}
-	return pool, func() {
-		pool.Close()
-		_, _ = admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-		_ = admin.Close(ctx)
-	}
+	return pool, drop
 }
