@@ -170,22 +170,8 @@ func mpFourProcesses(t *testing.T, redisNodes int) {
 
 	took := mpTerminate(t, workers...)
 	e.checkQuiet(t)
-	var sum dispatcher.Stats
-	for _, w := range workers {
-		st := w.Stats()
-		if st == nil {
-			t.Errorf("worker %s reported no stats on the way out", w.Name)
-			continue
-		}
-		sum.Claimed += st.Claimed
-		sum.Processed += st.Processed
-		sum.Released += st.Released
-		sum.Retried += st.Retried
-		sum.StaleFinishes += st.StaleFinishes
-		sum.LeasesLost += st.LeasesLost
-		sum.ClaimsRefused += st.ClaimsRefused
-		sum.Rescued += st.Rescued
-	}
+	sum := mpSumStats(t, workers)
+
 	if sum.Processed != total || sum.Retried != 0 || sum.StaleFinishes != 0 || sum.LeasesLost != 0 || sum.Rescued != 0 || sum.ClaimsRefused != 0 {
 		t.Errorf("workers' stats summed: %+v; want %d processed, no retry, stale finish, lost lease, rescue or refused claim", sum, total)
 	}
