@@ -302,14 +302,14 @@ func (k *kindRunner) queryHeads(ctx context.Context, tx pgx.Tx, sql string, args
 }
 
 // claimIDs claims the rows ids (in the kind's order) with their slots, in one statement. A row whose
-// slot turns out taken in the database is left out, and so are the later rows of its key, so that no
-// job overtakes an earlier one of its key (I5). When the database refuses a slot that commits
+// slot turns out taken in the database, or that would overtake an earlier job of its key, is left
+// out, and so are the later rows of its key (see claimIDsSQL). When the database refuses a slot that commits
 // meanwhile (or that Redis granted although a lock node lost its data: I3), it claims them one at a
 // time and leaves out the refused and the rest of their key.
 func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32, keys []string) ([]*claimed, error) {
 	claims, err := k.claimBatch(ctx, tx, ids, slots)
 	if err == nil && len(claims) < len(ids) {
-		k.d.logger.Info("dispatcher: slots Redis granted were taken in the database meanwhile; the jobs wait",
+		k.d.logger.Info("dispatcher: jobs left waiting: their slot was taken meanwhile, or an earlier job of their key still waits",
 			"kind", k.info.Name, "jobs", len(ids)-len(claims))
 		k.d.stats.claimsRefused.Add(int64(len(ids) - len(claims)))
 	}

@@ -71,7 +71,7 @@ func buildSQL(info *jobinfo.Info) kindSQL {
 UPDATE %[1]s t SET %[5]s
 FROM next WHERE t.id = next.id
 RETURNING %[6]s`, table, waitingCond, due, order, fmt.Sprintf(claimSet, "$2", "$3"), returning(info)),
-		claimIDs: claimIDsSQL(info, table, fmt.Sprintf(claimSet, "$3", "$4")),
+		claimIDs: claimIDsSQL(info, table, fmt.Sprintf(claimSet, "$3", "$4"), order),
 		extend: fmt.Sprintf(`UPDATE %s t SET lease_expires_at = now() + make_interval(secs => $3)
 WHERE t.id = $1 AND t.lock_token = $2 AND %s RETURNING t.id`, table, runningCond),
 		countRunning: fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s`, table, runningCond),
@@ -97,27 +97,34 @@ FROM %[1]s t WHERE t.id = ANY ($1)`, table, sameKey(info, "e", "t"), strings.Rep
 	return q
 }
 
-// claimIDsSQL claims the rows $1 of a keyed kind, in the kind's order, with slots $2. A row whose slot
-// a running job of its key holds (a claim committed elsewhere after this dispatcher read the slots,
-// whose queue lock was already given back) is left out rather than refused by the running-slots
-// index, and so are the later rows of its key, which may not start before it. The statement's
-// snapshot is fresh, so only a claim committing while it runs can still make it fail.
-func claimIDsSQL(info *jobinfo.Info, table, set string) string {
+// claimIDsSQL claims the rows $1 of a keyed kind, in the kind's order, with slots $2. Its snapshot is
+// fresh, and it leaves a row waiting, with the later rows of its key, when
+//   - a running job of its key holds its slot (a claim committed elsewhere after this dispatcher read
+//     the slots, whose queue lock was already given back), rather than be refused by the
+//     running-slots index; or
+//   - an earlier job of its key waits and is not claimed with it: the heads query skipped that job
+//     while another dispatcher held it, and that dispatcher gave it back. Started now, the row would
+//     overtake it (I5).
+//
+// Only a claim committing while the statement runs can still make it fail (23505).
+func claimIDsSQL(info *jobinfo.Info, table, set, order string) string {
 	keyCols := make([]string, len(info.Key))
 	for i, k := range info.Key {
 		keyCols[i] = "t." + pgx.Identifier{k}.Sanitize()
 	}
+	eWaiting := strings.ReplaceAll(waitingCond, "t.", "e.")
 	return fmt.Sprintf(`WITH u AS (
-	SELECT u.id, u.slot, u.n, %[1]s, EXISTS (
-		SELECT 1 FROM %[2]s e WHERE %[3]s AND e.lock_slot = u.slot AND %[4]s) AS taken
+	SELECT u.id, u.slot, u.n, %[1]s,
+		EXISTS (SELECT 1 FROM %[2]s e WHERE %[3]s AND e.lock_slot = u.slot AND %[4]s)
+		OR EXISTS (SELECT 1 FROM %[2]s e WHERE %[3]s AND %[5]s AND (%[6]s) < (%[7]s) AND e.id <> ALL ($1)) AS held
 	FROM unnest($1::bigint[], $2::int[]) WITH ORDINALITY AS u(id, slot, n) JOIN %[2]s t ON t.id = u.id
 ), ok AS (
-	SELECT u.id, u.slot FROM u WHERE NOT EXISTS (SELECT 1 FROM u x WHERE %[5]s AND x.n <= u.n AND x.taken)
+	SELECT u.id, u.slot FROM u WHERE NOT EXISTS (SELECT 1 FROM u x WHERE %[8]s AND x.n <= u.n AND x.held)
 )
-UPDATE %[2]s t SET %[6]s, lock_slot = ok.slot
-FROM ok WHERE t.id = ok.id AND %[7]s
-RETURNING %[8]s`, strings.Join(keyCols, ", "), table, sameKey(info, "e", "t"), strings.ReplaceAll(runningCond, "t.", "e."),
-		sameKey(info, "x", "u"), set, waitingCond, returning(info))
+UPDATE %[2]s t SET %[9]s, lock_slot = ok.slot
+FROM ok WHERE t.id = ok.id AND %[10]s
+RETURNING %[11]s`, strings.Join(keyCols, ", "), table, sameKey(info, "e", "t"), strings.ReplaceAll(runningCond, "t.", "e."),
+		eWaiting, strings.ReplaceAll(order, "t.", "e."), order, sameKey(info, "x", "u"), set, waitingCond, returning(info))
 }
 
 // sameKey is the condition that rows a and b have the same key.

@@ -16,7 +16,9 @@ type Stats struct {
 	StaleFinishes int64
 	// LeasesLost counts jobs whose lease or execution lock was lost while they ran.
 	LeasesLost int64
-	// ClaimsRefused counts claims the database refused although Redis granted the slot.
+	// ClaimsRefused counts jobs whose claim the database refused or left out although Redis granted
+	// their slot: the slot was taken meanwhile (or forgotten by a Redis node), or an earlier job of
+	// the key was still waiting. The jobs stay waiting for a later pass.
 	ClaimsRefused int64
 	// Rescued counts jobs this node's rescuer took back after their lease expired.
 	Rescued int64
