@@ -100,27 +100,25 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int)
 		return nil, err
 	}
 	locks = k.lockHeads(ctx, heads)
-	var ids []int64
-	var slots []int32
-	var keys []string
 	var got []*execlock.Lock
+	var locked []head
+	var slots []int32
 	for i, h := range heads {
 		if l := locks[i]; l != nil {
-			ids, slots, keys = append(ids, h.id), append(slots, int32(l.Slot())), append(keys, h.key)
-			got = append(got, l)
+			got, locked, slots = append(got, l), append(locked, h), append(slots, int32(l.Slot()))
 		}
 	}
 	locks = got
-	if len(ids) == 0 {
+	if len(locked) == 0 {
 		return nil, nil
 	}
-	claims, err = k.claimIDs(ctx, tx, ids, slots, keys)
+	claims, err = k.claimIDs(ctx, tx, locked, slots)
 	if err != nil {
 		return nil, err
 	}
-	byID := make(map[int64]*execlock.Lock, len(ids))
-	for i, id := range ids {
-		byID[id] = locks[i]
+	byID := make(map[int64]*execlock.Lock, len(locked))
+	for i, h := range locked {
+		byID[h.id] = locks[i]
 	}
 	for _, c := range claims {
 		c.queueLock = byID[c.id]
@@ -254,7 +252,8 @@ type head struct {
 	key   string
 	busy  []int // slots held by the key's running jobs, read again by refreshBusy
 	limit int
-	pos   int // 1-based position among the key's waiting jobs, those being claimed elsewhere included
+	pos   int   // 1-based position among the key's waiting jobs, those being claimed elsewhere included
+	first int64 // the key's first waiting job, claimed elsewhere or not
 	// snapBusy is busy as the heads query saw it.
 	snapBusy []int
 }
@@ -287,7 +286,7 @@ func (k *kindRunner) queryHeads(ctx context.Context, tx pgx.Tx, sql string, args
 		var busy []int32
 		var limit int32
 		var pos int64
-		err := r.Scan(&h.id, &h.key, &busy, &limit, &pos)
+		err := r.Scan(&h.id, &h.key, &busy, &limit, &pos, &h.first)
 		h.pos = int(pos)
 		for _, b := range busy {
 			h.busy = append(h.busy, int(b))
@@ -306,8 +305,12 @@ func (k *kindRunner) queryHeads(ctx context.Context, tx pgx.Tx, sql string, args
 // out, and so are the later rows of its key (see claimIDsSQL). When the database refuses a slot that commits
 // meanwhile (or that Redis granted although a lock node lost its data: I3), it claims them one at a
 // time and leaves out the refused and the rest of their key.
-func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32, keys []string) ([]*claimed, error) {
-	claims, err := k.claimBatch(ctx, tx, ids, slots)
+func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, heads []head, slots []int32) ([]*claimed, error) {
+	ids, firsts := make([]int64, len(heads)), make([]int64, len(heads))
+	for i, h := range heads {
+		ids[i], firsts[i] = h.id, h.first
+	}
+	claims, err := k.claimBatch(ctx, tx, ids, slots, firsts)
 	if err == nil && len(claims) < len(ids) {
 		k.d.logger.Info("dispatcher: jobs left waiting: their slot was taken meanwhile, or an earlier job of their key still waits",
 			"kind", k.info.Name, "jobs", len(ids)-len(claims))
@@ -318,11 +321,11 @@ func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, ids []int64, slots
 	}
 	claims = nil
 	refused := map[string]bool{}
-	for i := range ids {
-		if refused[keys[i]] {
+	for i, h := range heads {
+		if refused[h.key] {
 			continue
 		}
-		one, err := k.claimBatch(ctx, tx, ids[i:i+1], slots[i:i+1])
+		one, err := k.claimBatch(ctx, tx, ids[i:i+1], slots[i:i+1], firsts[i:i+1])
 		if err != nil && !isUniqueViolation(err) {
 			return nil, err
 		}
@@ -330,7 +333,7 @@ func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, ids []int64, slots
 			k.d.logger.Warn("dispatcher: the database refused a slot Redis granted; the key's jobs wait",
 				"kind", k.info.Name, "id", ids[i], "slot", slots[i])
 			k.d.stats.claimsRefused.Add(1)
-			refused[keys[i]] = true
+			refused[h.key] = true
 			continue
 		}
 		claims = append(claims, one...)
@@ -339,13 +342,13 @@ func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, ids []int64, slots
 }
 
 // claimBatch runs one claim inside a savepoint, so a refused claim does not abort tx.
-func (k *kindRunner) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32) ([]*claimed, error) {
+func (k *kindRunner) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32, firsts []int64) ([]*claimed, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	sent := time.Now()
-	rows, err := sp.Query(ctx, k.sql.claimIDs, ids, slots, k.leaseSeconds(), k.d.cfg.NodeName)
+	rows, err := sp.Query(ctx, k.sql.claimIDs, ids, slots, k.leaseSeconds(), k.d.cfg.NodeName, firsts)
 	if err != nil {
 		_ = sp.Rollback(ctx)
 		return nil, err

@@ -28,7 +28,8 @@ type kindSQL struct {
 	countRunning string
 	// busySlots returns, for each job $1 of a keyed kind, the slots its key's running jobs hold.
 	busySlots string
-	// claimIDs claims the rows $1 with slots $2. $3 lease seconds, $4 owner.
+	// claimIDs claims the rows $1 with slots $2. $3 lease seconds, $4 owner, $5 the first waiting
+	// job of each row's key when the heads were chosen.
 	claimIDs string
 	// finish records outcomes: $1 ids, $2 tokens, $3 outcomes, $4 errors, $5 delays in seconds.
 	finish string
@@ -104,7 +105,9 @@ FROM %[1]s t WHERE t.id = ANY ($1)`, table, sameKey(info, "e", "t"), strings.Rep
 //     running-slots index; or
 //   - an earlier job of its key waits and is not claimed with it: the heads query skipped that job
 //     while another dispatcher held it, and that dispatcher gave it back. Started now, the row would
-//     overtake it (I5).
+//     overtake it (I5). Such a job was waiting when the heads were chosen, so it lies at or after
+//     the key's first waiting job then ($5, per row): the probe starts there, not at the dead index
+//     entries of the key's finished jobs.
 //
 // Only a claim committing while the statement runs can still make it fail (23505).
 func claimIDsSQL(info *jobinfo.Info, table, set, order string) string {
@@ -116,15 +119,18 @@ func claimIDsSQL(info *jobinfo.Info, table, set, order string) string {
 	return fmt.Sprintf(`WITH u AS (
 	SELECT u.id, u.slot, u.n, %[1]s,
 		EXISTS (SELECT 1 FROM %[2]s e WHERE %[3]s AND e.lock_slot = u.slot AND %[4]s)
-		OR EXISTS (SELECT 1 FROM %[2]s e WHERE %[3]s AND %[5]s AND (%[6]s) < (%[7]s) AND e.id <> ALL ($1)) AS held
-	FROM unnest($1::bigint[], $2::int[]) WITH ORDINALITY AS u(id, slot, n) JOIN %[2]s t ON t.id = u.id
+		OR coalesce((SELECT (%[6]s) < (%[7]s) FROM %[2]s e WHERE %[3]s AND %[5]s
+			AND (%[6]s) >= (SELECT %[12]s FROM %[2]s f WHERE f.id = u.first) AND e.id <> ALL ($1)
+			ORDER BY %[6]s LIMIT 1), false) AS held
+	FROM unnest($1::bigint[], $2::int[], $5::bigint[]) WITH ORDINALITY AS u(id, slot, first, n) JOIN %[2]s t ON t.id = u.id
 ), ok AS (
 	SELECT u.id, u.slot FROM u WHERE NOT EXISTS (SELECT 1 FROM u x WHERE %[8]s AND x.n <= u.n AND x.held)
 )
 UPDATE %[2]s t SET %[9]s, lock_slot = ok.slot
 FROM ok WHERE t.id = ok.id AND %[10]s
 RETURNING %[11]s`, strings.Join(keyCols, ", "), table, sameKey(info, "e", "t"), strings.ReplaceAll(runningCond, "t.", "e."),
-		eWaiting, strings.ReplaceAll(order, "t.", "e."), order, sameKey(info, "x", "u"), set, waitingCond, returning(info))
+		eWaiting, strings.ReplaceAll(order, "t.", "e."), order, sameKey(info, "x", "u"), set, waitingCond, returning(info),
+		strings.ReplaceAll(order, "t.", "f."))
 }
 
 // sameKey is the condition that rows a and b have the same key.
@@ -173,20 +179,20 @@ func headsSQL(info *jobinfo.Info, table, order, due string) (fast, scan string) 
 	// from the whole table. picks carries its key's state, so that no join by key is needed here:
 	// joined to keys, the planner misjudged the CTEs' sizes and compared every chosen row with every
 	// key.
-	final := fmt.Sprintf(`SELECT t.id, %[1]s, p.slots, p.lim, p.pos FROM %[2]s t JOIN picks p ON p.id = t.id
+	final := fmt.Sprintf(`SELECT t.id, %[1]s, p.slots, p.lim, p.pos, p.first_id FROM %[2]s t JOIN picks p ON p.id = t.id
 WHERE t.id = ANY (ARRAY(SELECT id FROM picks)) AND %[3]s AND %[4]s%%s
 ORDER BY %[5]s LIMIT $1
 FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, waitingCond, due, order)
 	cols := strings.Join(keyCols, ", ")
 	tCols := strings.Join(prefixed("t.", keyCols), ", ")
 	fast = fmt.Sprintf(`WITH walk AS MATERIALIZED (
-	SELECT t.id, %[1]s, row_number() OVER w AS pos, bool_and(%[2]s) OVER w AS due
+	SELECT t.id, %[1]s, row_number() OVER w AS pos, bool_and(%[2]s) OVER w AS due, first_value(t.id) OVER w AS first_id
 	FROM (SELECT t.id, t.created_at, t.process_after, %[1]s FROM %[3]s t WHERE %[4]s ORDER BY %[5]s LIMIT $3) t
 	WINDOW w AS (PARTITION BY %[1]s ORDER BY %[5]s)
 ), keys AS MATERIALIZED (
 	SELECT k.*, %[6]s
 ), picks AS (
-	SELECT w.id, w.pos, k.lim, k.slots FROM walk w JOIN keys k ON %[7]s WHERE w.due AND w.pos <= k.lim - cardinality(k.slots)
+	SELECT w.id, w.pos, w.first_id, k.lim, k.slots FROM walk w JOIN keys k ON %[7]s WHERE w.due AND w.pos <= k.lim - cardinality(k.slots)
 )
 %[8]s`, tCols, due, table, waitingCond, order,
 		fmt.Sprintf(keyState, "(SELECT DISTINCT "+cols+" FROM walk)"), sameKey("w", "k"), fmt.Sprintf(final, ""))
@@ -200,8 +206,8 @@ FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, waitingCond, due, order)
 ), keys AS MATERIALIZED (
 	SELECT k.*, %[6]s
 ), picks AS (
-	SELECT h.id, h.pos, k.lim, k.slots FROM keys k CROSS JOIN LATERAL (
-		SELECT t.id, bool_and(t.is_due) OVER o AS due, row_number() OVER o AS pos FROM (
+	SELECT h.id, h.pos, h.first_id, k.lim, k.slots FROM keys k CROSS JOIN LATERAL (
+		SELECT t.id, bool_and(t.is_due) OVER o AS due, row_number() OVER o AS pos, first_value(t.id) OVER o AS first_id FROM (
 			SELECT t.id, t.created_at, t.process_after, %[8]s AS is_due FROM %[2]s t
 			WHERE %[3]s AND %[9]s ORDER BY %[7]s LIMIT greatest(k.lim - cardinality(k.slots), 0)) t
 		WINDOW o AS (ORDER BY %[7]s)) h
@@ -281,7 +287,8 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'
 // start (see the comment on headsSQL in queries.go): fast walks the first $3 waiting jobs, scan visits
 // every key ($3: ids to leave out, an int8 array). Both take $1 (most rows), $2 (the kind's per-key
 // limit) and $4 (the kind's name, for its key overrides), return id, key text, busy slots, the key's
-// limit and the job's position among its key's waiting jobs, and lock FOR UPDATE SKIP LOCKED (run them in a transaction).
+// limit, the job's position among its key's waiting jobs and the id of the key's first waiting job,
+// and lock FOR UPDATE SKIP LOCKED (run them in a transaction).
 // They are exported for benchmarks and EXPLAIN; both are "" for kinds without a key.
 func HeadsQueries(info *jobinfo.Info) (fast, scan string) {
 	q := buildSQL(info)

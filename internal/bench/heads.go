@@ -78,7 +78,7 @@ func headWays(info *jobinfo.Info) []headWay {
 }
 
 // queryHeads runs a head statement and reads the id and key text of each row; further columns (the
-// dispatcher's busy slots, key limit and position) are read and dropped.
+// dispatcher's busy slots, key limit, position and first job) are read and dropped.
 func queryHeads(ctx context.Context, tx pgx.Tx, sql string, args ...any) (chosen, error) {
 	var c chosen
 	rows, err := tx.Query(ctx, sql, args...)
@@ -90,8 +90,8 @@ func queryHeads(ctx context.Context, tx pgx.Tx, sql string, args ...any) (chosen
 		var id int64
 		var key string
 		var busy []int32
-		var limit, pos int64
-		dest := []any{&id, &key, &busy, &limit, &pos}[:len(rows.FieldDescriptions())]
+		var limit, pos, first int64
+		dest := []any{&id, &key, &busy, &limit, &pos, &first}[:len(rows.FieldDescriptions())]
 		if err := rows.Scan(dest...); err != nil {
 			return c, err
 		}
