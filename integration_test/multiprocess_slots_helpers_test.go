@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -9,8 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/limits"
 )
 
@@ -369,4 +372,44 @@ func mpCheckCleanStats(t *testing.T, sum dispatcher.Stats, want int) {
 func mpStatsSummary(s dispatcher.Stats) string {
 	return fmt.Sprintf("claimed %d, processed %d, released %d, claims refused by the database %d, lock attempts refused by contention (Locks.Taken) %d, locks acquired %d, lock releases failed %d",
 		s.Claimed, s.Processed, s.Released, s.ClaimsRefused, s.Locks.Taken, s.Locks.Acquired, s.Locks.ReleaseFailed)
+}
+
+// checkFenceAfterRedisLoss shows what a Redis node restarted empty leaves: Redis alone now lets a
+// second holder take the execution lock of (blog, slot), which a running job holds, and the database
+// still refuses a second running row in that slot (the running-slots index, invariant I3).
+func (e *mpEnv) checkFenceAfterRedisLoss(t *testing.T, blog int64, slot int) {
+	t.Helper()
+	ctx := context.Background()
+	clients, err := execlock.NewClients(e.addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}()
+	locker, err := execlock.New(&execlock.Config{Nodes: clients, Prefix: e.prefix, NodeName: "intruder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close()
+	lk, err := locker.TryExec(ctx, mpKindName, mpKey(blog), slot)
+	if err != nil {
+		t.Fatalf("after the restart, a second holder could not take slot %d of blog %d (%v): the scenario did not happen", slot, blog, err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := e.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `INSERT INTO `+mpKindName+` (blog_id, seq, started_at, lease_expires_at, lease_owner, lock_token, lock_slot, attempts_made)
+		VALUES ($1, 99, now(), now() + interval '1 minute', 'intruder', 1, $2, 1)`, blog, slot)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		t.Errorf("a second running row in slot %d of blog %d: %v; want a unique violation", slot, blog, err)
+	}
 }

@@ -2,14 +2,10 @@ package integration_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 )
 
@@ -192,40 +188,8 @@ func mpSlotsRedisRestart(t *testing.T, nodeCount, restarted int) {
 		n.Restart(t)
 	}
 	restartedAt := time.Now()
-	// Redis alone would now let a second holder into a busy slot.
-	intruderClients, err := execlock.NewClients(addrs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range intruderClients {
-			_ = c.Close()
-		}
-	}()
-	locker, err := execlock.New(&execlock.Config{Nodes: intruderClients, Prefix: e.prefix, NodeName: "intruder"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	busy := running[blogs[0]][0]
-	lk, err := locker.TryExec(ctx, mpKindName, mpKey(blogs[0]), busy.Slot)
-	if err != nil {
-		t.Fatalf("after the restart, a second holder could not take slot %d of blog %d (%v): the scenario did not happen", busy.Slot, blogs[0], err)
-	}
-	if err := lk.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// The database refuses a second running row in a busy slot.
-	tx, err := e.db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO `+mpKindName+` (blog_id, seq, started_at, lease_expires_at, lease_owner, lock_token, lock_slot, attempts_made)
-		VALUES ($1, 99, now(), now() + interval '1 minute', 'intruder', 1, $2, 1)`, blogs[0], busy.Slot)
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
-		t.Errorf("a second running row in slot %d of blog %d: %v; want a unique violation", busy.Slot, blogs[0], err)
-	}
-	_ = tx.Rollback(ctx)
+	e.checkFenceAfterRedisLoss(t, blogs[0], busy.Slot)
 
 	// More jobs for every key (a wake-up for every worker), then several polls of each: nothing starts.
 	e.enqueue(t, enqueued, blogs, first, more)
