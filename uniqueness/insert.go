@@ -60,7 +60,7 @@ type Inserter struct {
 
 var inserters sync.Map // *jobinfo.Info -> *Inserter
 
-// For returns the Inserter of a kind, building it on first use.
+// For returns the Inserter of a kind, building it on first use and keeping it (see New).
 func For(info *jobinfo.Info) *Inserter {
 	if in, ok := inserters.Load(info); ok {
 		return in.(*Inserter)
@@ -68,6 +68,12 @@ func For(info *jobinfo.Info) *Inserter {
 	in, _ := inserters.LoadOrStore(info, newInserter(info))
 	return in.(*Inserter)
 }
+
+// New builds an Inserter for info without keeping it. For keeps one Inserter per *jobinfo.Info for the
+// life of the process, which suits kinds defined once; a caller that builds a fresh Info for each
+// request (package admin reads it from the registry each time) uses New, so that nothing accumulates.
+// Building one costs a few string concatenations.
+func New(info *jobinfo.Info) *Inserter { return newInserter(info) }
 
 func newInserter(info *jobinfo.Info) *Inserter {
 	cols := info.Columns()
