@@ -73,7 +73,9 @@ func LoadKind(ctx context.Context, db jobinfo.DB, name string) (*Kind, error) {
 	return kinds[0], nil
 }
 
-// Kinds reads every registered kind, ordered by name.
+// Kinds reads every registered kind, ordered by name. A kind whose table is missing does not hide
+// the others: Kinds returns those it could read together with an error that names each missing
+// table and matches ErrTableMissing; any other error returns no kinds.
 func Kinds(ctx context.Context, db jobinfo.DB) ([]*Kind, error) {
 	return loadKinds(ctx, db, kindsSQL+` ORDER BY name`)
 }
@@ -87,9 +89,14 @@ func loadKinds(ctx context.Context, db jobinfo.DB, query string, args ...any) ([
 	if err != nil {
 		return nil, wrapRegistry(err)
 	}
-	kinds := make([]*Kind, len(infos))
-	for i, info := range infos {
+	kinds := make([]*Kind, 0, len(infos))
+	var missing []error
+	for _, info := range infos {
 		cols, err := readColumns(ctx, db, info)
+		if errors.Is(err, ErrTableMissing) {
+			missing = append(missing, err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -97,9 +104,9 @@ func loadKinds(ctx context.Context, db jobinfo.DB, query string, args ...any) ([
 			info.Fields = append(info.Fields, jobinfo.Field{Column: c.Name, GoName: c.Name,
 				Unique: contains(info.Unique, c.Name), Key: contains(info.Key, c.Name)})
 		}
-		kinds[i] = &Kind{Info: info, Columns: cols}
+		kinds = append(kinds, &Kind{Info: info, Columns: cols})
 	}
-	return kinds, nil
+	return kinds, errors.Join(missing...)
 }
 
 func scanInfo(r pgx.CollectableRow) (*jobinfo.Info, error) {

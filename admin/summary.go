@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -47,11 +48,13 @@ func Summarize(ctx context.Context, db jobinfo.DB, k *Kind) (Summary, error) {
 	return summarize(ctx, db, k, lim)
 }
 
-// SummarizeAll summarises every registered kind, ordered by name.
+// SummarizeAll summarises every registered kind, ordered by name. As with Kinds, a kind whose table
+// is missing is left out and named in an error matching ErrTableMissing, returned with the summaries
+// of the others.
 func SummarizeAll(ctx context.Context, db jobinfo.DB) ([]Summary, error) {
-	kinds, err := Kinds(ctx, db)
-	if err != nil {
-		return nil, err
+	kinds, missing := Kinds(ctx, db)
+	if missing != nil && !errors.Is(missing, ErrTableMissing) {
+		return nil, missing
 	}
 	lims, _, err := limits.List(ctx, db, "")
 	if err != nil {
@@ -70,7 +73,7 @@ func SummarizeAll(ctx context.Context, db jobinfo.DB) ([]Summary, error) {
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out, missing
 }
 
 func summarize(ctx context.Context, db jobinfo.DB, k *Kind, lim limits.Kind) (Summary, error) {

@@ -2,7 +2,9 @@ package admin_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +99,29 @@ func TestSummarizeAll(t *testing.T) {
 		"sweep waiting=0 due=0 running=0 processed=0 failed=0 max=-1 paused=false oldest=0s lag=0s",
 		"tenant_sync waiting=1 due=1 running=0 processed=0 failed=0 max=7 paused=false oldest=1h0m0s lag=1h0m0s",
 	})
+}
+
+// A kind whose table was dropped does not hide the others: they are summarised, and the error names
+// the missing table.
+func TestSummarizeAllWithAMissingTable(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	exec(t, s, `DROP TABLE sweep`)
+	all, err := admin.SummarizeAll(ctx, s.Pool)
+	if !errors.Is(err, admin.ErrTableMissing) || !strings.Contains(err.Error(), `kind "sweep" has no table "sweep"`) {
+		t.Fatalf("SummarizeAll: error %v; want ErrTableMissing naming sweep's table", err)
+	}
+	var got []string
+	for _, sum := range all {
+		got = append(got, sum.Kind)
+	}
+	assertRows(t, "kinds summarised", got, []string{"notice", "tenant_sync"})
+	kinds, err := admin.Kinds(ctx, s.Pool)
+	if !errors.Is(err, admin.ErrTableMissing) || len(kinds) != 2 {
+		t.Fatalf("Kinds: %d kinds, error %v; want notice and tenant_sync, and ErrTableMissing", len(kinds), err)
+	}
+	if _, err := admin.LoadKind(ctx, s.Pool, "sweep"); !errors.Is(err, admin.ErrTableMissing) {
+		t.Errorf("LoadKind(sweep): error %v; want ErrTableMissing", err)
+	}
 }
