@@ -20,6 +20,7 @@ type claimed struct {
 	attempt      int
 	createdAt    time.Time
 	processAfter *time.Time
+	startedAt    time.Time // the claim's time on the database's clock
 	slot         int
 	key          string
 	data         any   // *T
@@ -199,13 +200,16 @@ func (k *kindRunner) lockSlot(ctx context.Context, h head, taken []int) (*execlo
 			break
 		}
 		lock, err := k.d.locker.TryQueue(ctx, k.info.Name, h.key, slot)
+		k.observeLock(err)
 		if !errors.Is(err, execlock.ErrTaken) {
 			return lock, err
 		}
 		skip = append(skip, slot)
 		break
 	}
-	return k.d.locker.TryQueueSlot(ctx, k.info.Name, h.key, limit, skip...)
+	lock, err := k.d.locker.TryQueueSlot(ctx, k.info.Name, h.key, limit, skip...)
+	k.observeSlotLock(lock, err, limit, skip)
+	return lock, err
 }
 
 // refreshBusy reads the busy slots of the heads' keys again. The heads query's snapshot was taken
@@ -394,7 +398,7 @@ func (k *kindRunner) scanClaimed(rows pgx.Rows, sent time.Time) ([]*claimed, err
 		c := &claimed{claimedAt: sent}
 		var attempt, slot int32
 		m, fds, raw := rows.Conn().TypeMap(), rows.FieldDescriptions(), rows.RawValues()
-		for i, target := range []any{&c.id, &attempt, &c.token, &c.createdAt, &c.processAfter, &slot, &c.key} {
+		for i, target := range []any{&c.id, &attempt, &c.token, &c.createdAt, &c.processAfter, &slot, &c.key, &c.startedAt} {
 			if err := m.Scan(fds[i].DataTypeOID, fds[i].Format, raw[i], target); err != nil {
 				return nil, fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fds[i].Name, err)
 			}

@@ -48,6 +48,14 @@ type Config struct {
 	LeaderTTL time.Duration
 	// Logger receives the dispatcher's logs. Default: slog.Default() at Warn and above.
 	Logger *slog.Logger
+	// Observer receives each kind's job starts, outcomes, lock attempts and rescues, for metrics
+	// (metrics.NewObserver). Default none: the job's path then skips it at the cost of a nil check.
+	Observer Observer
+
+	// PruneInterval is how often each kind's pruning leader (one node per kind, elected like the
+	// rescuer) deletes the kind's finished jobs past their retention (jobinfo.Retention). Default
+	// 1 min; negative turns pruning off in this dispatcher (it then never takes a pruning lease).
+	PruneInterval time.Duration
 }
 
 // Defaults, exported for documentation and tests.
@@ -58,7 +66,9 @@ const (
 	DefaultClaimBatch   = 100
 	DefaultLeaderTTL    = 15 * time.Second
 	DefaultRedisPrefix  = "jobpipe:lock:"
-	pollOnlyInterval    = 200 * time.Millisecond
+	// DefaultPruneInterval is the default Config.PruneInterval.
+	DefaultPruneInterval = time.Minute
+	pollOnlyInterval     = 200 * time.Millisecond
 	// maxDefaultRescueInterval caps the default RescueInterval, so a long lease is rescued promptly
 	// after it expires.
 	maxDefaultRescueInterval = 5 * time.Second
@@ -97,6 +107,9 @@ func (c Config) withDefaults() Config {
 	if c.LeaderTTL == 0 {
 		// Long enough to survive two missed renewals.
 		c.LeaderTTL = max(DefaultLeaderTTL, 3*c.RescueInterval)
+	}
+	if c.PruneInterval == 0 {
+		c.PruneInterval = DefaultPruneInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -27,9 +27,10 @@ type Dispatcher struct {
 	locker *execlock.Locker // nil without Redis nodes
 	stats  stats
 
-	mu    sync.Mutex
-	state lifecycle
-	kinds map[string]*kindRunner
+	mu        sync.Mutex
+	state     lifecycle
+	kinds     map[string]*kindRunner
+	schedules map[string]*scheduleRunner // added before Start, read-only after (see schedule.go)
 
 	stopLoops  context.CancelFunc      // stops producers, listener and leader
 	loops      sync.WaitGroup          // producers, listener, leader
@@ -75,6 +76,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := d.saveSchedules(ctx); err != nil {
 		return err
 	}
 	loopCtx, stop := context.WithCancel(context.Background())

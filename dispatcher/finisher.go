@@ -107,15 +107,16 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 	return held, rows.Err()
 }
 
-// finishOne records c's outcome and waits until it is written.
-func (k *kindRunner) finishOne(c *claimed, out outcome, errText string, delay time.Duration) {
+// finishOne records c's outcome, waits until it is written, and reports whether the row accepted it.
+func (k *kindRunner) finishOne(c *claimed, out outcome, errText string, delay time.Duration) bool {
 	req := finishReq{id: c.id, token: c.token, out: out, errText: errText, delay: delay, held: make(chan bool, 1)}
 	k.fin.reqs <- req
 	if held := <-req.held; !held {
 		k.d.stats.staleFinishes.Add(1)
 		k.d.logger.Info("dispatcher: the job's row had moved on; its outcome was not recorded",
 			"kind", k.info.Name, "id", c.id, "outcome", out.String())
-		return
+		return false
 	}
 	k.d.stats.count(out)
+	return true
 }

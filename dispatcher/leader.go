@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,11 +25,25 @@ RETURNING holder`
 	resignSQL = `DELETE FROM jobpipe_leaders WHERE name = $1 AND holder = $2`
 )
 
-// lead runs the rescuer of each registered kind whose lease this node holds. Every node tries each
-// RescueInterval; the lease (LeaderTTL) lets one through per kind. A leader that stalls past its lease
-// is replaced, and what it does on waking is harmless: the rescue only touches rows whose lease has
-// expired by the database's clock, and bumps their token so stale writers are fenced.
+// lead runs the leader-only maintenance: the rescuer of each registered kind whose lease this node
+// holds, in this loop; and, in loops of their own, the schedules (leadSchedules, which must fire on
+// time) and the pruner (prunePeriodically, whose runs may be long). Each is elected per kind or per
+// schedule through its own lease in jobpipe_leaders.
+//
+// Every node tries each RescueInterval; the lease (LeaderTTL) lets one through per kind. A leader
+// that stalls past its lease is replaced, and what it does on waking is harmless: the rescue only
+// touches rows whose lease has expired by the database's clock, and bumps their token so stale
+// writers are fenced; a prune re-checks each row it deletes; a schedule round locks the schedule's row.
 func (d *Dispatcher) lead(ctx context.Context) {
+	pruning := d.pruneLeases()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if len(d.schedules) > 0 {
+		wg.Go(func() { d.leadSchedules(ctx) })
+	}
+	if len(pruning) > 0 {
+		wg.Go(func() { d.prunePeriodically(ctx, pruning) })
+	}
 	t := time.NewTicker(d.cfg.RescueInterval)
 	defer t.Stop()
 	leading := map[string]bool{}
@@ -42,6 +57,9 @@ func (d *Dispatcher) lead(ctx context.Context) {
 			if leading[name] {
 				d.rescueKind(round, k)
 			}
+			if p := pruning[name]; p != nil {
+				p.Store(d.takeLead(round, pruneLease(name), p.Load()))
+			}
 		}
 		cancel()
 		select {
@@ -51,6 +69,10 @@ func (d *Dispatcher) lead(ctx context.Context) {
 			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			for name := range d.kinds {
 				_, _ = d.cfg.DB.Exec(c, resignSQL, rescueLease(name), d.cfg.NodeName)
+				if p := pruning[name]; p != nil {
+					p.Store(false)
+					_, _ = d.cfg.DB.Exec(c, resignSQL, pruneLease(name), d.cfg.NodeName)
+				}
 			}
 			cancel()
 			return
@@ -104,6 +126,7 @@ func (k *kindRunner) rescue(ctx context.Context) (int, error) {
 		n++
 		k.d.stats.rescued.Add(1)
 	}
+	k.observeRescued(n)
 	if n > 0 {
 		k.signal()
 	}

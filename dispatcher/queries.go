@@ -42,13 +42,15 @@ type kindSQL struct {
 }
 
 // returning lists what a claim reads back, in the order scanClaimed expects: the pipeline columns,
-// then the key text, then the data columns.
+// then the key text and the claim's time (started_at, for the schedule lag metrics observe), then the
+// data columns.
 func returning(info *jobinfo.Info) string {
 	key := "''"
 	if len(info.Key) > 0 {
 		key = info.KeyText("t")
 	}
-	cols := []string{"t.id", "t.attempts_made", "t.lock_token", "t.created_at", "t.process_after", "coalesce(t.lock_slot, -1)", key}
+	cols := []string{"t.id", "t.attempts_made", "t.lock_token", "t.created_at", "t.process_after", "coalesce(t.lock_slot, -1)", key,
+		"t.started_at"}
 	for _, c := range info.Columns() {
 		cols = append(cols, "t."+pgx.Identifier{c}.Sanitize())
 	}
@@ -56,7 +58,7 @@ func returning(info *jobinfo.Info) string {
 }
 
 // pipelineColumns is how many columns returning puts before the data columns.
-const pipelineColumns = 7
+const pipelineColumns = 8
 
 func buildSQL(info *jobinfo.Info) kindSQL {
 	table := info.Table.Sanitize()

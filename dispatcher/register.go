@@ -27,6 +27,7 @@ type kindRunner struct {
 	// handle runs the handler; tx is nil unless the kind was registered with RegisterTx.
 	handle func(ctx context.Context, tx pgx.Tx, c *claimed, r *running) error
 	txMode bool
+	obs    KindObserver // nil without Config.Observer: see observer.go
 
 	// limits, read when limitsRead is older than limitsTTL or limitsStale is set (see currentLimits).
 	limits      kindLimits
@@ -62,7 +63,7 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 	info := kind.Info()
 	k := &kindRunner{
 		d: d, info: info, sql: buildSQL(info), concurrency: d.cfg.Concurrency, keyed: len(info.Key) > 0, txMode: txMode,
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), obs: d.kindObserver(info.Name),
 		decode: func(m *pgtype.Map, fds []pgconn.FieldDescription, raw [][]byte) (any, error) {
 			job := new(T)
 			for i, target := range kind.ScanTargets(job) {

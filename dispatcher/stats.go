@@ -22,6 +22,11 @@ type Stats struct {
 	ClaimsRefused int64
 	// Rescued counts jobs this node's rescuer took back after their lease expired.
 	Rescued int64
+	// ScheduleFired counts the instants this node fired as a schedule's leader (one job each), and
+	// ScheduleSkipped the missed instants it skipped as the schedules' catch-up policies say.
+	ScheduleFired, ScheduleSkipped int64
+	// PrunedProcessed and PrunedFailed count the finished jobs this node's pruner deleted.
+	PrunedProcessed, PrunedFailed int64
 	// Locks counts the dispatcher's Redis lock calls (zero without Redis nodes). Locks.Taken counts
 	// lock attempts refused because the slot was held: with a key at its limit left waiting in the
 	// table, it stays near 0.
@@ -31,6 +36,8 @@ type Stats struct {
 type stats struct {
 	claimed, staleFinishes, leasesLost, claimsRefused, rescued atomic.Int64
 	outcomes                                                   [6]atomic.Int64
+	// maintenance by the leader: schedules and pruning
+	scheduleFired, scheduleSkipped, prunedProcessed, prunedFailed atomic.Int64
 }
 
 func (s *stats) count(o outcome) { s.outcomes[o].Add(1) }
@@ -46,5 +53,7 @@ func (s *stats) snapshot(locker *execlock.Locker) Stats {
 		Snoozed: o(outSnooze), RunAgain: o(outRunAgain), Released: o(outRelease),
 		StaleFinishes: s.staleFinishes.Load(), LeasesLost: s.leasesLost.Load(),
 		ClaimsRefused: s.claimsRefused.Load(), Rescued: s.rescued.Load(), Locks: locks,
+		ScheduleFired: s.scheduleFired.Load(), ScheduleSkipped: s.scheduleSkipped.Load(),
+		PrunedProcessed: s.prunedProcessed.Load(), PrunedFailed: s.prunedFailed.Load(),
 	}
 }

@@ -22,21 +22,25 @@ func (k *kindRunner) work(c *claimed) {
 		k.d.workers.Done()
 		k.signal() // a slot of this dispatcher is free
 	}()
+	k.observeStart(c)
 	if c.decodeErr != nil {
 		k.releaseQueueLock(c)
-		k.finishOne(c, outFailed, fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr), 0)
+		held := k.finishOne(c, outFailed, fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr), 0)
+		k.observeFinish(outFailed, held, nil, nil, 0)
 		return
 	}
 	var lock *execlock.Lock
 	if k.keyed {
 		var err error
 		lock, err = k.d.locker.TryExec(k.d.jobsCtx, k.info.Name, c.key, c.slot)
+		k.observeLock(err)
 		k.releaseQueueLock(c)
 		if err != nil {
 			// Someone still holds the slot's lock (a stalled worker whose row was taken back): give the
 			// claim back, and let the job wait a moment rather than be claimed again at once.
 			k.d.logger.Info("dispatcher: no execution lock; the job goes back to wait", "kind", k.info.Name, "id", c.id, "err", err)
-			k.finishOne(c, outRelease, "", releaseDelay)
+			held := k.finishOne(c, outRelease, "", releaseDelay)
+			k.observeFinish(outRelease, held, nil, nil, 0)
 			return
 		}
 	}
@@ -44,7 +48,9 @@ func (k *kindRunner) work(c *claimed) {
 	defer cancel(nil)
 	r := newRunning(k, c, lock, cancel)
 	go r.beat()
+	started := k.clock()
 	err := k.call(ctx, c, r)
+	ran := elapsed(started)
 	lost := r.finish()
 	if lock != nil {
 		// Before the outcome is written: the row still holds the slot, so the database keeps the key's
@@ -55,9 +61,11 @@ func (k *kindRunner) work(c *claimed) {
 	out, errText, delay := k.decide(c, err, lost, context.Cause(ctx))
 	if out == outProcessed && k.txMode {
 		k.d.stats.count(outProcessed) // recorded in the handler's transaction
+		k.observeFinish(out, true, err, lost, ran)
 		return
 	}
-	k.finishOne(c, out, errText, delay)
+	held := k.finishOne(c, out, errText, delay)
+	k.observeFinish(out, held, err, lost, ran)
 }
 
 func (k *kindRunner) releaseQueueLock(c *claimed) {

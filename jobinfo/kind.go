@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,6 +20,13 @@ const (
 	DefaultMaxAttempts = 25
 	// DefaultKeyLimit is the running limit per key of a keyed kind: unique while executing.
 	DefaultKeyLimit = 1
+	// DefaultRetainProcessed is how long processed jobs stay in the kind's table before the pruner
+	// deletes them: a day to look at what ran.
+	DefaultRetainProcessed = 24 * time.Hour
+	// DefaultRetainFailed is how long failed jobs stay: a week to look into them and retry.
+	DefaultRetainFailed = 7 * 24 * time.Hour
+	// KeepForever, as a retention, keeps finished jobs until someone deletes them.
+	KeepForever time.Duration = -1
 )
 
 // Info is the non-generic description of a kind that the rest of jobpipe works from.
@@ -44,6 +52,10 @@ type Info struct {
 	// Concurrency is the most jobs of the kind that run at once in one dispatcher; 0 leaves it to the
 	// dispatcher's configuration.
 	Concurrency int
+	// RetainProcessed and RetainFailed are how long processed and failed jobs stay in the table,
+	// counted from when they finished, before the dispatcher's pruner deletes them. 0 or negative
+	// keeps them forever (the zero Info prunes nothing).
+	RetainProcessed, RetainFailed time.Duration
 }
 
 // Kind is a job kind whose data is carried by struct type T.
@@ -129,6 +141,27 @@ func Concurrency(n int) Option {
 	}
 }
 
+// Retention sets how long finished jobs stay in the kind's table, counted from when they finished,
+// before the dispatcher's pruner deletes them: processed for processed jobs (default
+// DefaultRetainProcessed), failed for failed ones (default DefaultRetainFailed). KeepForever (any
+// negative duration) keeps them. 0 is refused, as ambiguous: give a short duration to delete
+// finished jobs soon after they finish.
+func Retention(processed, failed time.Duration) Option {
+	return func(i *Info) error {
+		var errs []error
+		for _, r := range []struct {
+			what string
+			d    time.Duration
+		}{{"processed", processed}, {"failed", failed}} {
+			if r.d == 0 {
+				errs = append(errs, fmt.Errorf("jobinfo: retention of %s jobs is 0: give how long to keep them (e.g. 24*time.Hour), or jobinfo.KeepForever", r.what))
+			}
+		}
+		i.RetainProcessed, i.RetainFailed = processed, failed
+		return errors.Join(errs...)
+	}
+}
+
 // NoKey makes the unique fields only an until-executed unique key, not a concurrency key: jobs with equal
 // unique fields may then run at the same time, in any order.
 func NoKey() Option {
@@ -151,7 +184,8 @@ func Define[T any](name string, opts ...Option) (*Kind[T], error) {
 		errs = append(errs, err)
 	}
 	info := &Info{Name: name, Table: pgx.Identifier{name}, Fields: fields, Order: OrderCreated,
-		MaxAttempts: DefaultMaxAttempts, Backoff: backoff.Default()}
+		MaxAttempts: DefaultMaxAttempts, Backoff: backoff.Default(),
+		RetainProcessed: DefaultRetainProcessed, RetainFailed: DefaultRetainFailed}
 	for _, f := range fields {
 		if f.Unique {
 			info.Unique = append(info.Unique, f.Column)

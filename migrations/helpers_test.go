@@ -38,6 +38,8 @@ var jobpipeTables = []string{
 	"jobpipe_kind_limits",
 	"jobpipe_kinds",
 	"jobpipe_leaders",
+	"jobpipe_schedule_firings",
+	"jobpipe_schedules",
 }
 
 // jobpipeMigrations returns jobpipe's embedded migrations, ascending by version.

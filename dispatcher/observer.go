@@ -1,0 +1,256 @@
+package dispatcher
+
+import (
+	"errors"
+	"time"
+
+	"github.com/jobpipe/jobpipe/execlock"
+)
+
+// Observer receives what a dispatcher does with each kind's jobs, for metrics (package metrics
+// implements it for Prometheus). Set it as Config.Observer; one Observer may serve several
+// dispatchers.
+//
+// Kind is called once per kind, when the kind is registered, and the KindObserver it returns is kept:
+// the job's path then calls it without looking anything up. Its methods are called from many
+// goroutines at once, on the job's path: they must be safe for concurrent use, quick, and never
+// block. Kind may return nil (an untyped nil) to observe nothing of a kind.
+type Observer interface {
+	Kind(name string) KindObserver
+}
+
+// KindObserver receives the events of one kind's jobs in one dispatcher.
+type KindObserver interface {
+	// JobStarted is called when a claimed job is handed to a worker. lag is how late it starts: the
+	// claim's time minus the time the job was due (process_after, else created_at), both read on the
+	// database's clock.
+	JobStarted(lag time.Duration)
+	// JobFinished is called once per claimed job, when its attempt has ended and its outcome has been
+	// written (or found stale). ran is how long the handler ran, 0 for a job that never ran.
+	JobFinished(o Outcome, ran time.Duration)
+	// LockAttempts is called after Redis lock calls for the kind's jobs (queue and execution locks):
+	// n attempts ended with result r. The counts are those of execlock.Stats, per kind.
+	LockAttempts(r LockResult, n int)
+	// Rescued is called when this dispatcher, as the kind's rescuer, took back n jobs whose lease had
+	// expired.
+	Rescued(n int)
+}
+
+// Outcome is how one attempt of a job ended, as an Observer sees it. The set is fixed, so metrics
+// labelled with it stay bounded.
+type Outcome uint8
+
+// The outcomes. A lost lease, and a finish the row no longer accepted, take precedence over what the
+// handler returned, since what it returned was not recorded as done.
+const (
+	// OutcomeProcessed: the handler succeeded and the job is processed.
+	OutcomeProcessed Outcome = iota
+	// OutcomeRetried: the attempt failed (or was interrupted by Stop) and the job waits to run again.
+	OutcomeRetried
+	// OutcomeFailed: the attempt failed with no attempts left, or the job's data did not decode.
+	OutcomeFailed
+	// OutcomeDiscarded: the handler returned Discard; the job failed without retries.
+	OutcomeDiscarded
+	// OutcomeSnoozed: the handler returned Snooze; the job waits without the attempt counting.
+	OutcomeSnoozed
+	// OutcomeRunAgain: the handler returned RunAgain; the job is processed and its next run enqueued.
+	OutcomeRunAgain
+	// OutcomeReleased: the job never ran (its execution lock was held elsewhere) and was given back.
+	OutcomeReleased
+	// OutcomeLeaseLost: the job's lease or execution lock was lost while it ran; the attempt is not
+	// recorded as done (the row is retried if the fence still held).
+	OutcomeLeaseLost
+	// OutcomeStale: the outcome was not recorded because the row had moved on (its token changed, for
+	// example after a rescue).
+	OutcomeStale
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"processed", "retried", "failed", "discarded", "snoozed", "run_again",
+	"released", "lease_lost", "stale"}
+
+// String returns the outcome's name as metrics label it: processed, retried, failed, discarded,
+// snoozed, run_again, released, lease_lost, stale.
+func (o Outcome) String() string {
+	if o >= numOutcomes {
+		return "unknown"
+	}
+	return outcomeNames[o]
+}
+
+// Outcomes returns every Outcome, in order.
+func Outcomes() []Outcome {
+	all := make([]Outcome, numOutcomes)
+	for i := range all {
+		all[i] = Outcome(i)
+	}
+	return all
+}
+
+// LockResult is how one Redis lock attempt ended, as execlock.Stats counts it.
+type LockResult uint8
+
+// The lock results.
+const (
+	// LockAcquired: the attempt got its lock.
+	LockAcquired LockResult = iota
+	// LockTaken: another holder had the lock (contention).
+	LockTaken
+	// LockUnavailable: a quorum of lock nodes did not answer in time.
+	LockUnavailable
+	numLockResults
+)
+
+var lockResultNames = [numLockResults]string{"acquired", "taken", "unavailable"}
+
+// String returns the result's name as metrics label it: acquired, taken, unavailable.
+func (r LockResult) String() string {
+	if r >= numLockResults {
+		return "unknown"
+	}
+	return lockResultNames[r]
+}
+
+// LockResults returns every LockResult, in order.
+func LockResults() []LockResult {
+	all := make([]LockResult, numLockResults)
+	for i := range all {
+		all[i] = LockResult(i)
+	}
+	return all
+}
+
+// Everything below runs only when the kind has an observer: without one, each call site costs a nil
+// check.
+
+// observeStart reports a claimed job handed to its worker.
+func (k *kindRunner) observeStart(c *claimed) {
+	if k.obs == nil {
+		return
+	}
+	due := c.createdAt
+	if c.processAfter != nil {
+		due = *c.processAfter
+	}
+	k.obs.JobStarted(max(c.startedAt.Sub(due), 0))
+}
+
+// observeFinish reports the end of an attempt: out is what was written, held whether the row
+// accepted it, err what the handler returned, lost why the lease was lost (nil if it was not) and ran
+// how long the handler ran.
+func (k *kindRunner) observeFinish(out outcome, held bool, err, lost error, ran time.Duration) {
+	if k.obs != nil {
+		k.obs.JobFinished(observed(out, held, err, lost), ran)
+	}
+}
+
+// clock returns the time now when the kind is observed, so that an unobserved kind does not read
+// the clock on the job's path.
+func (k *kindRunner) clock() time.Time {
+	if k.obs == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// elapsed is the time since started, 0 when started is zero (see clock).
+func elapsed(started time.Time) time.Duration {
+	if started.IsZero() {
+		return 0
+	}
+	return time.Since(started)
+}
+
+// observed is the Outcome an observer sees for what the finisher wrote.
+func observed(out outcome, held bool, err, lost error) Outcome {
+	var discard *DiscardError
+	switch {
+	case lost != nil:
+		return OutcomeLeaseLost
+	case !held:
+		return OutcomeStale
+	case out == outFailed && errors.As(err, &discard):
+		return OutcomeDiscarded
+	}
+	return [...]Outcome{outProcessed: OutcomeProcessed, outRetry: OutcomeRetried, outFailed: OutcomeFailed,
+		outSnooze: OutcomeSnoozed, outRunAgain: OutcomeRunAgain, outRelease: OutcomeReleased}[out]
+}
+
+// observeLock reports one lock attempt (TryQueue, TryExec). Attempts ended by their context or by
+// invalid arguments are not counted, as in execlock.Stats.
+func (k *kindRunner) observeLock(err error) {
+	if k.obs == nil {
+		return
+	}
+	if r, ok := lockResult(err); ok {
+		k.obs.LockAttempts(r, 1)
+	}
+}
+
+// observeSlotLock reports a TryQueueSlot call over slots 0 to limit-1 but skip: one attempt per slot
+// found taken, then the one that ended the search. When a quorum stopped answering mid-search, the
+// slots found taken before are not known, and only the failure is counted.
+func (k *kindRunner) observeSlotLock(lock *execlock.Lock, err error, limit int, skip []int) {
+	if k.obs == nil {
+		return
+	}
+	r, ok := lockResult(err)
+	switch {
+	case !ok:
+	case r == LockAcquired:
+		if n := lock.FailedAttempts(); n > 0 {
+			k.obs.LockAttempts(LockTaken, n)
+		}
+		k.obs.LockAttempts(LockAcquired, 1)
+	case r == LockTaken:
+		if n := freeSlots(limit, skip); n > 0 {
+			k.obs.LockAttempts(LockTaken, n)
+		}
+	default:
+		k.obs.LockAttempts(r, 1)
+	}
+}
+
+func lockResult(err error) (LockResult, bool) {
+	switch {
+	case err == nil:
+		return LockAcquired, true
+	case errors.Is(err, execlock.ErrTaken):
+		return LockTaken, true
+	case errors.Is(err, execlock.ErrUnavailable):
+		return LockUnavailable, true
+	}
+	return 0, false
+}
+
+// freeSlots counts the slots below limit that skip does not list: those a slot search tries.
+func freeSlots(limit int, skip []int) int {
+	limit = min(limit, execlock.MaxLimit)
+	if limit <= 0 {
+		return 0
+	}
+	skipped := make([]bool, limit)
+	n := limit
+	for _, s := range skip {
+		if s >= 0 && s < limit && !skipped[s] {
+			skipped[s] = true
+			n--
+		}
+	}
+	return n
+}
+
+// observeRescued reports jobs the kind's rescuer took back.
+func (k *kindRunner) observeRescued(n int) {
+	if k.obs != nil && n > 0 {
+		k.obs.Rescued(n)
+	}
+}
+
+// kindObserver returns the observer of the kind named name, nil when none is configured.
+func (d *Dispatcher) kindObserver(name string) KindObserver {
+	if d.cfg.Observer == nil {
+		return nil
+	}
+	return d.cfg.Observer.Kind(name)
+}

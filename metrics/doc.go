@@ -1,0 +1,20 @@
+// Package metrics exports jobpipe's metrics to Prometheus.
+//
+// Two sources feed them:
+//
+//   - A Collector (NewCollector) reads each registered kind's load from PostgreSQL when Prometheus
+//     scrapes: jobpipe_running_jobs, jobpipe_max_running_jobs, jobpipe_remaining_work_count and
+//     jobpipe_keys_at_limit, one series per kind. Any process with a database handle can serve
+//     them (the jobpipe command's serve does); they describe the whole cluster, so serve them from
+//     one place, or aggregate with max rather than sum.
+//   - An Observer (NewObserver), set as dispatcher.Config.Observer, counts what that process's
+//     dispatchers do: jobpipe_jobs_finished_total{kind,outcome}, jobpipe_job_duration_seconds,
+//     jobpipe_schedule_lag_seconds, jobpipe_lock_acquire_total{kind,result} and
+//     jobpipe_rescued_jobs_total. Serve it from every worker process and sum.
+//
+// Labels are only kind, outcome (dispatcher.Outcomes) and result (dispatcher.LockResults): never a
+// key, a job id, a node or an error text, so the number of series is bounded by the number of kinds
+// whatever the traffic.
+//
+// Handler and Mount serve a registry's metrics on /metrics in the user's own http.ServeMux.
+package metrics

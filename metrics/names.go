@@ -1,0 +1,37 @@
+package metrics
+
+// Metric names, for dashboards, alerts and tests.
+const (
+	// RunningJobs is the gauge of a kind's running jobs, across all dispatchers.
+	RunningJobs = "jobpipe_running_jobs"
+	// MaxRunningJobs is the gauge of a kind's total limit in force: +Inf when it has none, 0 when it
+	// is paused or its limit is 0.
+	MaxRunningJobs = "jobpipe_max_running_jobs"
+	// RemainingWorkCount is the gauge of a kind's jobs not started or waiting to run again: due,
+	// scheduled and retrying.
+	RemainingWorkCount = "jobpipe_remaining_work_count"
+	// KeysAtLimit is the gauge of a kind's keys running as many jobs as their limit allows, or more,
+	// counted up to dispatcher.MaxKeysAtLimit.
+	KeysAtLimit = "jobpipe_keys_at_limit"
+	// ScrapeErrors counts the Collector's failed reads (a kind, or the list of kinds).
+	ScrapeErrors = "jobpipe_scrape_errors_total"
+
+	// JobsFinished counts finished attempts by kind and outcome.
+	JobsFinished = "jobpipe_jobs_finished_total"
+	// JobDuration is the histogram of handler run times by kind and outcome, in seconds.
+	JobDuration = "jobpipe_job_duration_seconds"
+	// ScheduleLag is the histogram of how late jobs start, by kind, in seconds: the claim's time minus
+	// the time the job was due.
+	ScheduleLag = "jobpipe_schedule_lag_seconds"
+	// LockAcquire counts Redis lock attempts by kind and result (acquired, taken, unavailable).
+	LockAcquire = "jobpipe_lock_acquire_total"
+	// RescuedJobs counts jobs taken back after their lease expired, by kind.
+	RescuedJobs = "jobpipe_rescued_jobs_total"
+)
+
+// Label names. No other label is ever used.
+const (
+	LabelKind    = "kind"
+	LabelOutcome = "outcome"
+	LabelResult  = "result"
+)
