@@ -21,7 +21,7 @@ export GOFLAGS
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: help services local-services test test-containers lint build demo bench
+.PHONY: help services local-services chromium test test-containers lint build demo bench
 
 help: ## List the targets (this text)
 	@echo "Targets:"
@@ -35,7 +35,10 @@ services: ## Make PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) answer:
 local-services:
 	@.ci/services.sh --optional
 
-test: local-services ## Run every package's tests with the race detector (TIMEOUT, TESTFLAGS)
+chromium: ## Make sure Chromium is installed for the dashboard's browser test (installs it: root + apt)
+	@.ci/chromium.sh
+
+test: local-services chromium ## Run every package's tests with the race detector (TIMEOUT, TESTFLAGS)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(TESTFLAGS) ./...
 
 test-containers: ## Run the integration suite on servers started by testcontainers (needs Docker or Podman)
