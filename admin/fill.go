@@ -121,19 +121,13 @@ func parseInt(s string, bits int) (int64, string) {
 
 // intElem is fillInt for an array's elements, as the slice types of typedArray hold them.
 func intElem(bits int) filler {
-	return func(_ Column, raw json.RawMessage, v any) (any, string) {
-		n, ok := v.(json.Number)
-		if !ok {
-			return nil, wrongKind(raw, v, "an integer")
+	asInt64 := fillInt(bits)
+	return func(c Column, raw json.RawMessage, v any) (any, string) {
+		i, problem := asInt64(c, raw, v)
+		if problem == "" && bits == 32 {
+			return int32(i.(int64)), ""
 		}
-		i, problem := parseInt(string(n), bits)
-		if problem != "" {
-			return nil, show(raw) + problem
-		}
-		if bits == 32 {
-			return int32(i), ""
-		}
-		return i, ""
+		return i, problem
 	}
 }
 

@@ -182,7 +182,7 @@ func (e *mpEnv) checkQuiet(t *testing.T) {
 			t.Errorf("node %s still holds %v after every worker stopped", e.addrs[i], held)
 		}
 	}
-	// Stop resigns the maintenance leadership, but only as a courtesy (the lease would lapse anyway),
+	// Stop resigns every maintenance lease (rescue, pruning, schedules), but only as a courtesy (the lease would lapse anyway),
 	// and a resignation refused for want of a connection is no fault: noted, not failed.
 	var leaders int
 	if err := e.db.QueryRow(context.Background(), `SELECT count(*) FROM jobpipe_leaders`).Scan(&leaders); err != nil || leaders != 0 {

@@ -61,7 +61,7 @@ func TestWorkerKilledMidJobIsRetriedOnce(t *testing.T) {
 	}
 	var leaderEnd time.Time
 	var leader string
-	if err := e.db.QueryRow(ctx, `SELECT holder, expires_at FROM jobpipe_leaders`).Scan(&leader, &leaderEnd); err != nil || leader != "victim" {
+	if err := e.db.QueryRow(ctx, `SELECT holder, expires_at FROM jobpipe_leaders WHERE name LIKE 'rescue:%'`).Scan(&leader, &leaderEnd); err != nil || leader != "victim" {
 		t.Fatalf("leader lease: %q, %v; want the victim's", leader, err)
 	}
 	// The victim's execution lock is orphaned in Redis (on a quorum of nodes at least), with a TTL no

@@ -96,6 +96,17 @@ func (f *jobsFlags) open(ctx context.Context, e *env, kind string) (*pgxpool.Poo
 	return pool, k, nil
 }
 
+// openForIDs checks the job ids, then opens the kind: ids that are not ids are refused before
+// anything connects.
+func (f *jobsFlags) openForIDs(ctx context.Context, e *env, kind string, args []string) (*pgxpool.Pool, *admin.Kind, []int64, error) {
+	ids, err := parseIDs(args)
+	if err != nil {
+		return nil, nil, nil, f.usagef("%v", err)
+	}
+	pool, k, err := f.open(ctx, e, kind)
+	return pool, k, ids, err
+}
+
 func jobsList(ctx context.Context, e *env, args []string) error {
 	f := newJobsFlags("list")
 	state := f.fs.String("state", "", "waiting, running, processed or failed")
@@ -145,11 +156,7 @@ func jobsShow(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 2 {
 		return f.usagef("want KIND and ID, got %d arguments", len(pos))
 	}
-	ids, err := parseIDs(pos[1:])
-	if err != nil {
-		return f.usagef("%v", err)
-	}
-	pool, k, err := f.open(ctx, e, pos[0])
+	pool, k, ids, err := f.openForIDs(ctx, e, pos[0], pos[1:])
 	if err != nil {
 		return err
 	}
@@ -199,11 +206,7 @@ func jobsAct(ctx context.Context, e *env, sub string, args []string) error {
 		}
 		return f.usagef("missing job ids; give one or more")
 	}
-	ids, err := parseIDs(pos[1:])
-	if err != nil {
-		return f.usagef("%v", err)
-	}
-	pool, k, err := f.open(ctx, e, pos[0])
+	pool, k, ids, err := f.openForIDs(ctx, e, pos[0], pos[1:])
 	if err != nil {
 		return err
 	}
