@@ -21,6 +21,7 @@ type claimed struct {
 	createdAt    time.Time
 	processAfter *time.Time
 	startedAt    time.Time // the claim's time on the database's clock
+	slotFreed    bool      // its slot in kindRunner.sem was given back (see freeSlot)
 	slot         int
 	key          string
 	data         any   // *T

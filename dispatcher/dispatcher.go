@@ -86,7 +86,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.jobsCtx, d.cancelJobs = context.WithCancelCause(context.Background())
 	for _, k := range d.kinds {
 		k.fin = newFinisher(k)
-		go k.fin.run()
+		k.fin.start()
 		d.loops.Add(1)
 		go func() {
 			defer d.loops.Done()

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jobpipe/jobpipe/jobinfo"
@@ -20,20 +21,36 @@ type finishReq struct {
 // maxFinishBatch bounds one finish statement.
 const maxFinishBatch = 500
 
-// finisher writes outcomes in batches: while one statement runs, the next batch gathers, so a busy
+// finishStatements is how many finish statements of a kind may be in flight at once. Each waits for
+// its commit to be flushed to disk; with two, one batch gathers and commits while the other does,
+// which keeps a busy kind from being held to one commit at a time.
+const finishStatements = 2
+
+// finisher writes outcomes in batches: while a statement runs, the next batch gathers, so a busy
 // kind commits many jobs at once and an idle one commits each at once.
 type finisher struct {
 	k    *kindRunner
 	reqs chan finishReq
-	done chan struct{}
+	done chan struct{} // closed once every statement has returned after reqs was closed
 }
 
 func newFinisher(k *kindRunner) *finisher {
 	return &finisher{k: k, reqs: make(chan finishReq, maxFinishBatch), done: make(chan struct{})}
 }
 
+// start runs the finisher's statement loops until reqs is closed and drained.
+func (f *finisher) start() {
+	var loops sync.WaitGroup
+	for range finishStatements {
+		loops.Go(f.run)
+	}
+	go func() {
+		loops.Wait()
+		close(f.done)
+	}()
+}
+
 func (f *finisher) run() {
-	defer close(f.done)
 	batch := make([]finishReq, 0, maxFinishBatch)
 	for req := range f.reqs {
 		batch = append(batch[:0], req)
@@ -90,7 +107,7 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 	for i, r := range batch {
 		ids[i], tokens[i], outs[i], errs[i], delays[i] = r.id, r.token, int16(r.out), r.errText, r.delay.Seconds()
 	}
-	rows, err := db.Query(ctx, k.sql.finish, ids, tokens, outs, errs, delays)
+	rows, err := db.Query(ctx, k.sql.finish, ids, tokens, outs, errs, delays, k.finishNotifies(batch))
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)
 	}
@@ -105,6 +122,23 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 		held[id] = true
 	}
 	return held, rows.Err()
+}
+
+// finishNotifies reports whether finishing batch must wake the kind's dispatchers. A finished job
+// frees something for the others only when the kind has a key (its slot) or a total limit (a share
+// of it), and a job that goes back to wait (retry, snooze, run again, release) has a due time they
+// must learn. A plain kind's successes and failures free nothing but this dispatcher's own slots,
+// which it knows of without a notification; skipping it spares every listener a wake-up per batch.
+func (k *kindRunner) finishNotifies(batch []finishReq) bool {
+	if k.keyed || k.hasTotal.Load() {
+		return true
+	}
+	for _, r := range batch {
+		if r.out != outProcessed && r.out != outFailed {
+			return true
+		}
+	}
+	return false
 }
 
 // finishOne records c's outcome, waits until it is written, and reports whether the row accepted it.

@@ -57,6 +57,7 @@ func (k *kindRunner) currentLimits(ctx context.Context) (kindLimits, error) {
 			"key_limit", l.keyLimit, "paused", l.paused)
 	}
 	k.limits, k.limitsRead = l, time.Now()
+	k.hasTotal.Store(l.maxRunning != nil)
 	return l, nil
 }
 

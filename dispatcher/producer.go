@@ -17,7 +17,7 @@ func (k *kindRunner) produce(ctx context.Context) {
 	due := time.NewTimer(time.Hour)
 	defer due.Stop()
 	for {
-		free := cap(k.sem) - len(k.sem)
+		free := min(cap(k.sem)-len(k.sem), cap(k.sem)-int(k.finishing.Load()))
 		if free > 0 {
 			want := min(free, k.d.cfg.ClaimBatch)
 			got, err := k.claimAndStart(ctx, want)

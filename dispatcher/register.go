@@ -33,6 +33,13 @@ type kindRunner struct {
 	limits      kindLimits
 	limitsRead  time.Time
 	limitsStale atomic.Bool
+	// hasTotal mirrors limits.maxRunning != nil for the finisher, which runs on its own goroutines:
+	// a kind with a total must tell the other dispatchers each time a job of it finishes.
+	hasTotal atomic.Bool
+	// finishing counts jobs whose handler has returned and whose outcome is not written yet: they
+	// hold no slot of sem, and produce claims no more while as many as sem holds are pending, so
+	// claims never run ahead of the finisher.
+	finishing atomic.Int64
 
 	wake chan struct{} // buffered 1: "look for work"
 	sem  chan struct{} // one token per running job

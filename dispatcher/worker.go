@@ -15,16 +15,23 @@ import (
 // releaseDelay is how long a job given back unrun waits before it may be claimed again.
 const releaseDelay = time.Second
 
-// work runs one claimed job to its recorded outcome. It owns the job's slot in k.sem.
+// work runs one claimed job to its recorded outcome. It owns the job's slot in k.sem until the handler
+// has returned, and the job until its outcome is written (Stop waits for that).
 func (k *kindRunner) work(c *claimed) {
 	defer func() {
-		<-k.sem
+		if c.slotFreed {
+			k.finishing.Add(-1)
+			k.signal() // the bound on outcomes being written has room again (see produce)
+		} else {
+			k.freeSlot(c)
+			k.finishing.Add(-1)
+		}
 		k.d.workers.Done()
-		k.signal() // a slot of this dispatcher is free
 	}()
 	k.observeStart(c)
 	if c.decodeErr != nil {
 		k.releaseQueueLock(c)
+		k.freeSlot(c)
 		held := k.finishOne(c, outFailed, fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr), 0)
 		k.observeFinish(outFailed, held, nil, nil, 0)
 		return
@@ -39,6 +46,7 @@ func (k *kindRunner) work(c *claimed) {
 			// Someone still holds the slot's lock (a stalled worker whose row was taken back): give the
 			// claim back, and let the job wait a moment rather than be claimed again at once.
 			k.d.logger.Info("dispatcher: no execution lock; the job goes back to wait", "kind", k.info.Name, "id", c.id, "err", err)
+			k.freeSlot(c)
 			held := k.finishOne(c, outRelease, "", releaseDelay)
 			k.observeFinish(outRelease, held, nil, nil, 0)
 			return
@@ -64,8 +72,24 @@ func (k *kindRunner) work(c *claimed) {
 		k.observeFinish(out, true, err, lost, ran)
 		return
 	}
+	k.freeSlot(c)
 	held := k.finishOne(c, out, errText, delay)
 	k.observeFinish(out, held, err, lost, ran)
+}
+
+// freeSlot gives c's slot in k.sem back, once: when its handler has returned, before the outcome is
+// written. The write is batched with others and waits for a commit; holding the slot through it would
+// leave the slot idle for that wait, and with fast handlers most slots would be waiting on commits
+// rather than running jobs. A total limit or a key's slots are not freed by this: the row holds its
+// lease until the outcome commits, and claims count rows.
+func (k *kindRunner) freeSlot(c *claimed) {
+	if c.slotFreed {
+		return
+	}
+	c.slotFreed = true
+	k.finishing.Add(1)
+	<-k.sem
+	k.signal() // a slot of this dispatcher is free
 }
 
 func (k *kindRunner) releaseQueueLock(c *claimed) {

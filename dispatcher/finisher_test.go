@@ -1,0 +1,181 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/jobinfo"
+	"github.com/jobpipe/jobpipe/uniqueness"
+)
+
+// A slot is free once its handler returns, but the claims never run ahead of the outcomes being
+// written: at most Concurrency jobs run and at most Concurrency more wait for their outcome, so the
+// rows leased by the dispatcher never exceed twice its Concurrency, even when writing outcomes is
+// much slower than claiming (here a trigger makes each success take 10 ms).
+func TestClaimsStayWithinTwiceConcurrency(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[plainJob]("plain_job")
+	createKind(t, b.db, kind)
+	if _, err := b.db.Exec(context.Background(), `CREATE FUNCTION slow_success() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.processed_at IS NOT NULL THEN PERFORM pg_sleep(0.01); END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER slow_success BEFORE UPDATE ON plain_job FOR EACH ROW EXECUTE FUNCTION slow_success()`); err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]plainJob, 300)
+	for i := range jobs {
+		jobs[i] = plainJob{N: int64(i), Note: "x"}
+	}
+	if _, err := dispatcher.EnqueueMany(context.Background(), b.db, kind, jobs); err != nil {
+		t.Fatal(err)
+	}
+	var running, maxRunning atomic.Int64
+	cfg := b.cfg
+	cfg.Concurrency, cfg.ClaimBatch = 5, 5
+	b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(context.Context, *dispatcher.Job[plainJob]) error {
+			n := running.Add(1)
+			for m := maxRunning.Load(); n > m && !maxRunning.CompareAndSwap(m, n); m = maxRunning.Load() {
+			}
+			running.Add(-1)
+			return nil
+		})
+	})
+	maxLeased := 0
+	waitFor(t, "300 processed", 60*time.Second, func() (bool, error) {
+		maxLeased = max(maxLeased, countWhere(t, b.db, "plain_job", "lease_expires_at IS NOT NULL"))
+		return countWhere(t, b.db, "plain_job", "processed_at IS NOT NULL") == 300, nil
+	})
+	if maxLeased > 10 || maxRunning.Load() > 5 {
+		t.Errorf("at most %d rows leased and %d handlers running at once; want at most 10 and 5", maxLeased, maxRunning.Load())
+	}
+	t.Logf("at most %d rows leased, %d handlers running", maxLeased, maxRunning.Load())
+}
+
+// Finishing jobs of a plain kind wakes nobody when they end for good: a success or a failure frees
+// no job for another dispatcher. A job that goes back to wait (a retry) has a due time the others
+// must learn, so its finish notifies; so does every finish of a keyed kind.
+func TestFinishNotifiesOnlyWhenItFreesSomething(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	plain := jobinfo.MustDefine[plainJob]("plain_job")
+	createKind(t, b.db, plain)
+	keyed := jobinfo.MustDefine[postSync]("keyed_job")
+	createKind(t, b.db, keyed)
+	notes := listenNotes(t, b.db)
+
+	var retried sync.Map
+	b.start(t, b.cfg, func(d *dispatcher.Dispatcher) error {
+		if err := dispatcher.Register(d, plain, func(_ context.Context, j *dispatcher.Job[plainJob]) error {
+			if j.Data.N == 3 {
+				if _, again := retried.LoadOrStore(j.ID, true); !again {
+					return dispatcher.Snooze(0)
+				}
+			}
+			if j.Data.N == 4 {
+				return dispatcher.Discard(errors.New("no"))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return dispatcher.Register(d, keyed, func(context.Context, *dispatcher.Job[postSync]) error { return nil })
+	})
+	ctx := context.Background()
+	// One job at a time, each finished before the next: the notifications after each enqueue are its
+	// own and its finish's.
+	step := func(enqueue func() error, table string, done int, want []string) {
+		t.Helper()
+		notes.reset()
+		if err := enqueue(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the job finished", 10*time.Second, func() (bool, error) {
+			return countWhere(t, b.db, table, "processed_at IS NOT NULL OR failed_at IS NOT NULL") == done, nil
+		})
+		time.Sleep(200 * time.Millisecond) // a notification sent by the finish has arrived by now
+		if got := notes.get(); !equalStrings(got, want) {
+			t.Errorf("notifications after enqueueing into %s: %q, want %q", table, got, want)
+		}
+	}
+	enqueuePlain := func(n int64) func() error {
+		return func() error {
+			_, err := dispatcher.Enqueue(ctx, b.db, plain, plainJob{N: n, Note: "x"}, dispatcher.OnDuplicate(uniqueness.Skip))
+			return err
+		}
+	}
+	step(enqueuePlain(1), "plain_job", 1, []string{"plain_job"})              // processed: the insert's only
+	step(enqueuePlain(4), "plain_job", 2, []string{"plain_job"})              // discarded: the insert's only
+	step(enqueuePlain(3), "plain_job", 3, []string{"plain_job", "plain_job"}) // snoozed (notified), then processed
+	step(func() error {
+		_, err := dispatcher.Enqueue(ctx, b.db, keyed, postSync{BlogID: 1, Seq: 1})
+		return err
+	}, "keyed_job", 1, []string{"keyed_job", "keyed_job"})
+}
+
+// notes collects the payloads of the jobpipe channel.
+type notes struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (n *notes) reset() { n.mu.Lock(); n.got = nil; n.mu.Unlock() }
+func (n *notes) get() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.got...)
+}
+
+func listenNotes(t *testing.T, db *pgxpool.Pool) *notes {
+	t.Helper()
+	conn, err := db.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), `LISTEN `+uniqueness.NotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &notes{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			note, err := conn.Conn().WaitForNotification(ctx)
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			n.got = append(n.got, note.Payload)
+			n.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		conn.Release()
+	})
+	return n
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
