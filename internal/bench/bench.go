@@ -15,13 +15,15 @@ import (
 type scenario func(ctx context.Context, s *session) error
 
 var scenarios = map[string]scenario{
-	"drain":  runDrain,
-	"steady": runSteady,
-	"unique": runUnique,
-	"slots":  runSlots,
-	"fair":   runFair,
-	"herd":   runHerd,
-	"select": runSelect,
+	"drain":   runDrain,
+	"steady":  runSteady,
+	"unique":  runUnique,
+	"slots":   runSlots,
+	"fair":    runFair,
+	"herd":    runHerd,
+	"select":  runSelect,
+	"latency": runLatency,
+	"memory":  runMemory,
 }
 
 // redisScenarios are the scenarios of keyed kinds, whose dispatchers need the lock nodes.
@@ -102,6 +104,15 @@ func (s *session) settings(ctx context.Context) {
 		r.setting("handler", o.Handler.String())
 		r.setting("tail", o.Tail.String())
 		r.setting("drain", o.Drain)
+	case "latency":
+		r.setting("rate", o.Rate)
+		r.setting("duration", o.Duration.String())
+		r.setting("handler", o.Handler.String())
+		r.setting("enqueue_callers", latencyCallers(o.Rate))
+	case "memory":
+		r.setting("inflight", o.Inflight)
+		r.setting("handler_hold", o.Handler.String())
+		r.setting("sample_every", memorySampleEvery.String())
 	}
 	rows := make([][]string, len(r.Settings))
 	for i, p := range r.Settings {

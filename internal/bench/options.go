@@ -31,8 +31,12 @@ type Options struct {
 	Keep   bool
 
 	Jobs, Keys, Backlog int
-	// Duration is steady's measured window.
+	// Duration is steady's measured window, and how long latency enqueues.
 	Duration time.Duration
+	// Rate is how many jobs latency enqueues per second, one Enqueue call per job.
+	Rate int
+	// Inflight is how many jobs memory keeps running at once: its handlers hold until that many run.
+	Inflight int
 	// Dispatchers is a list for herd; the other scenarios take one number.
 	Dispatchers []int
 	// Workers is each dispatcher's Concurrency (slots: default Keys × KeyLimit, so that the key
@@ -48,7 +52,8 @@ type Options struct {
 	SlowRun      int
 	// BigJobs wait in fair's one big key, enqueued first; SmallKeys keys of one job each follow.
 	BigJobs, SmallKeys int
-	// Handler is how long each of fair's handlers sleeps.
+	// Handler is how long each handler of fair and latency sleeps, and how long memory's handlers
+	// hold once Inflight of them run.
 	Handler time.Duration
 	// Tail is how long fair keeps working once every small job is done, before it stops (unless Drain).
 	Tail time.Duration
@@ -77,34 +82,41 @@ type Options struct {
 
 // Defaults of every scenario; BENCHMARKS.md sets the sizes.
 const (
-	DefaultDrainJobs   = 1_000_000
-	DefaultUniqueJobs  = 1_000_000
-	DefaultHerdJobs    = 100_000
-	DefaultUniqueKeys  = 10_000
-	DefaultSelectKeys  = 100_000
-	DefaultSlotsJobs   = 1_000_000
-	DefaultSlotsKeys   = 100
-	DefaultKeyLimit    = 10
-	DefaultSlowFrac    = 0.01
-	DefaultSlow        = time.Second
-	DefaultBigJobs     = 100_000
-	DefaultSmallKeys   = 1_000
-	DefaultHandler     = time.Millisecond
-	DefaultTail        = 2 * time.Second
-	DefaultBacklog     = 75_000
-	DefaultDuration    = 60 * time.Second
-	DefaultWorkers     = 100
-	DefaultClaimBatch  = 100
-	DefaultPool        = 8
-	DefaultHerdPool    = 4
-	DefaultBatch       = 10_000
-	DefaultRepeat      = 20
-	DefaultLead        = 5 * time.Second
-	DefaultProgress    = time.Second
-	DefaultTimeout     = 30 * time.Minute
-	maxLedgerJobs      = ledgerChunks << ledgerChunkBits
-	maxHeadsPerPass    = 1000
-	selectWarmupPasses = 2
+	DefaultDrainJobs       = 1_000_000
+	DefaultUniqueJobs      = 1_000_000
+	DefaultHerdJobs        = 100_000
+	DefaultUniqueKeys      = 10_000
+	DefaultSelectKeys      = 100_000
+	DefaultSlotsJobs       = 1_000_000
+	DefaultSlotsKeys       = 100
+	DefaultKeyLimit        = 10
+	DefaultSlowFrac        = 0.01
+	DefaultSlow            = time.Second
+	DefaultBigJobs         = 100_000
+	DefaultSmallKeys       = 1_000
+	DefaultHandler         = time.Millisecond
+	DefaultRate            = 800
+	DefaultLatencyDuration = 5 * time.Minute
+	DefaultLatencyWorkers  = 32
+	DefaultMemoryJobs      = 20_000
+	DefaultInflight        = 2_000
+	DefaultMemoryHold      = 2 * time.Second
+	maxRate                = 100_000
+	DefaultTail            = 2 * time.Second
+	DefaultBacklog         = 75_000
+	DefaultDuration        = 60 * time.Second
+	DefaultWorkers         = 100
+	DefaultClaimBatch      = 100
+	DefaultPool            = 8
+	DefaultHerdPool        = 4
+	DefaultBatch           = 10_000
+	DefaultRepeat          = 20
+	DefaultLead            = 5 * time.Second
+	DefaultProgress        = time.Second
+	DefaultTimeout         = 30 * time.Minute
+	maxLedgerJobs          = ledgerChunks << ledgerChunkBits
+	maxHeadsPerPass        = 1000
+	selectWarmupPasses     = 2
 )
 
 // DefaultHerdDispatchers and DefaultSizes are the sweeps of herd and select.
@@ -153,6 +165,22 @@ func (o Options) withDefaults() Options {
 		def(&o.Pool, DefaultHerdPool)
 		if len(o.Dispatchers) == 0 {
 			o.Dispatchers = slices.Clone(DefaultHerdDispatchers)
+		}
+	case "latency":
+		def(&o.Rate, DefaultRate)
+		def(&o.Workers, DefaultLatencyWorkers)
+		if o.Duration == 0 {
+			o.Duration = DefaultLatencyDuration
+		}
+		if o.Handler == 0 {
+			o.Handler = DefaultHandler
+		}
+	case "memory":
+		def(&o.Jobs, DefaultMemoryJobs)
+		def(&o.Inflight, DefaultInflight)
+		def(&o.Workers, o.Inflight)
+		if o.Handler == 0 {
+			o.Handler = DefaultMemoryHold
 		}
 	case "select":
 		def(&o.Keys, DefaultSelectKeys)
@@ -206,13 +234,26 @@ func (o Options) Validate() error {
 		v    int
 	}{{"--jobs", o.Jobs}, {"--keys", o.Keys}, {"--backlog", o.Backlog}, {"--workers", o.Workers},
 		{"--claim-batch", o.ClaimBatch}, {"--pool", o.Pool}, {"--batch", o.Batch}, {"--repeat", o.Repeat},
-		{"--big-jobs", o.BigJobs}, {"--small-keys", o.SmallKeys}, {"--slow-run", o.SlowRun}} {
+		{"--big-jobs", o.BigJobs}, {"--small-keys", o.SmallKeys}, {"--slow-run", o.SlowRun}, {"--rate", o.Rate},
+		{"--inflight", o.Inflight}} {
 		if c.v < 0 {
 			bad("%s must be positive, not %d", c.flag, c.v)
 		}
 	}
 	if o.Jobs > maxLedgerJobs || o.Backlog > maxLedgerJobs || o.BigJobs+o.SmallKeys > maxLedgerJobs {
 		bad("--jobs, --backlog and --big-jobs plus --small-keys must be at most %d", maxLedgerJobs)
+	}
+	if o.Rate > maxRate {
+		bad("--rate must be at most %d jobs/s, not %d", maxRate, o.Rate)
+	}
+	if o.Scenario == "latency" && o.Rate > 0 && o.Duration > 0 {
+		if n := latencyJobs(o.Rate, o.Duration); n < 1 || n > maxLedgerJobs {
+			bad("--rate times --duration must come to 1 to %d jobs, not %d", maxLedgerJobs, n)
+		}
+	}
+	if o.Scenario == "memory" && o.Inflight > 0 && (o.Jobs < o.Inflight || o.Workers < o.Inflight) {
+		bad("--jobs (%d) and --workers (%d) must be at least --inflight (%d), or that many jobs never run at once",
+			o.Jobs, o.Workers, o.Inflight)
 	}
 	if o.KeyLimit < 0 || o.KeyLimit > execlock.MaxLimit {
 		bad("--key-limit must be from 1 to %d, not %d", execlock.MaxLimit, o.KeyLimit)

@@ -13,7 +13,7 @@ import (
 	"github.com/jobpipe/jobpipe/internal/bench"
 )
 
-const benchUsage = `usage: jobpipe bench drain|steady|unique|slots|fair|herd|select [flags]
+const benchUsage = `usage: jobpipe bench drain|steady|unique|slots|fair|herd|select|latency|memory [flags]
 
 Runs one benchmark of docs/benchmarks.md against PostgreSQL (and Redis for unique, slots and fair) in
 a schema of its own, created afresh (jobpipe's migrations applied, the kinds created with
@@ -49,6 +49,15 @@ scenarios and targets (BENCHMARKS.md, the 2-core machine):
   select  for each of --sizes pending rows over --keys keys, one dispatch pass choosing 1,000 heads:
           the dispatcher's statements, and a recursive-CTE skip scan for comparison
                                                    p50 <= 20 ms at 1M rows and <= 2x the 10k figure
+  latency --rate jobs per second for --duration, each its own Enqueue call on a fixed schedule (one
+          caller per 25 jobs/s, at most 32), worked by one dispatcher of --workers with a --handler
+          sleep. Enqueue-to-start is the Enqueue call to the handler's start (local clock);
+          end-to-end is created_at to processed_at (database clock)
+                              enqueue-to-start p99 <= 20 ms, end-to-end p99 <= 50 ms at 800 jobs/s
+  memory  --jobs jobs enqueued up front, then one dispatcher of --inflight workers whose handlers
+          hold until --inflight run at once, then --handler long; samples this process (VmRSS, Go
+          heap, goroutines) every 100 ms. The process also holds the bench's own pool and ledger
+                                                       RSS <= 100 MiB with 2,000 jobs in flight
 
 flags (defaults in brackets):
   --database-url URL   PostgreSQL [$DATABASE_URL, else ` + defaultDatabaseURL + `]
@@ -58,7 +67,8 @@ flags (defaults in brackets):
                        (no persistence; killed at the end, also on error or interrupt) [0]
   --schema NAME        the schema the run owns [jobpipe_bench_SCENARIO]
   --keep               keep the schema at the end
-  --jobs N             jobs [drain 1000000, unique 1000000, slots 1000000, herd 100000]
+  --jobs N             jobs [drain 1000000, unique 1000000, slots 1000000, herd 100000,
+                       memory 20000]
   --keys N             keys [unique 10000, slots 100, select 100000; select uses min(keys, size)]
   --key-limit N        slots, fair: jobs of one key running at once (jobinfo.KeyLimit) [10]
   --slow-fraction F    slots: the share of jobs whose handler sleeps --slow [0.01]
@@ -67,13 +77,17 @@ flags (defaults in brackets):
                        the key reaches its limit; 1 spreads them evenly [2 x key-limit]
   --big-jobs N         fair: jobs of the big key, enqueued first [100000]
   --small-keys N       fair: keys of one job each, enqueued after the big key's [1000]
-  --handler D          fair: how long every handler sleeps [1ms]
+  --handler D          fair, latency: how long every handler sleeps [1ms]; memory: how long the
+                       handlers hold once --inflight run [2s]
   --tail D             fair: how long to go on once the small jobs are done, then stop [2s]
   --drain              fair: stop only once the big key's backlog is done too
-  --duration D         steady: the measured window [60s]
+  --duration D         steady: the measured window [60s]; latency: how long to enqueue [5m]
+  --rate N             latency: jobs enqueued per second [800]
+  --inflight N         memory: jobs running at once [2000]
   --backlog N          steady: waiting jobs to keep [75000]
   --dispatchers LIST   dispatchers in this process, each with its own pool [herd 1,3,5,7,10; others 1]
-  --workers N          each dispatcher's Concurrency [100; slots keys x key-limit]
+  --workers N          each dispatcher's Concurrency [100; slots keys x key-limit; latency 32;
+                       memory --inflight]
   --claim-batch N      each dispatcher's ClaimBatch [100]
   --pool N             connections in each dispatcher's pool [8; herd 4]
   --batch N            jobs per EnqueueMany call [10000]
@@ -124,6 +138,8 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Tail, "tail", 0, "")
 	fs.BoolVar(&o.Drain, "drain", false, "")
 	fs.DurationVar(&o.Duration, "duration", 0, "")
+	fs.IntVar(&o.Rate, "rate", 0, "")
+	fs.IntVar(&o.Inflight, "inflight", 0, "")
 	fs.IntVar(&o.Backlog, "backlog", 0, "")
 	fs.StringVar(&f.dispatchers, "dispatchers", "", "")
 	fs.IntVar(&o.Workers, "workers", 0, "")

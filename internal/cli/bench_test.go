@@ -196,6 +196,50 @@ func TestBenchSelect(t *testing.T) {
 	}
 }
 
+func TestBenchLatency(t *testing.T) {
+	t.Parallel()
+	p := resultLine(t, runBenchCLI(t, "latency", "--duration", "2s", "--rate", "150", "--workers", "4"),
+		"scenario", "jobs", "rate", "rate_achieved", "seconds", "workers", "handler_ms", "start_p50_ms", "start_p90_ms",
+		"start_p99_ms", "start_max_ms", "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms", "e2e_max_ms", "enqueue_p99_ms",
+		"targets_met", "early")
+	if p["scenario"] != "latency" || p["jobs"] != "300" || p["rate"] != "150" || p["workers"] != "4" || p["handler_ms"] != "1" ||
+		p["early"] != "0" {
+		t.Errorf("RESULT: %v", p)
+	}
+	// Every job started after its Enqueue call and ended after its start: each percentile is positive
+	// and no larger than the next.
+	for _, m := range []string{"start", "e2e"} {
+		prev := 0.0
+		for _, q := range []string{"p50", "p90", "p99", "max"} {
+			v, err := strconv.ParseFloat(p[m+"_"+q+"_ms"], 64)
+			if err != nil || v <= 0 || v < prev {
+				t.Errorf("%s_%s_ms = %s after %v; want a positive, non-decreasing value", m, q, p[m+"_"+q+"_ms"], prev)
+			}
+			prev = v
+		}
+	}
+}
+
+func TestBenchMemory(t *testing.T) {
+	t.Parallel()
+	stdout := runBenchCLI(t, "memory", "--jobs", "120", "--inflight", "40", "--handler", "300ms")
+	p := resultLine(t, stdout, "scenario", "jobs", "inflight", "inflight_max", "workers", "seconds", "rss_base_mib", "rss_peak_mib",
+		"inflight_at_peak", "rss_at_inflight_mib", "hwm_mib", "heap_peak_mib", "sys_peak_mib", "goroutines_peak", "gate_timeouts",
+		"targets_met", "early")
+	// The handlers hold until all 40 run, so 40 ran at once, never more (40 workers).
+	if p["scenario"] != "memory" || p["jobs"] != "120" || p["inflight"] != "40" || p["inflight_max"] != "40" || p["workers"] != "40" ||
+		p["gate_timeouts"] != "0" {
+		t.Errorf("RESULT: %v", p)
+	}
+	// Three groups of 40 hold 300 ms each: some sample saw all 40 running.
+	if rss, err := strconv.ParseFloat(p["rss_at_inflight_mib"], 64); err != nil || rss <= 0 {
+		t.Errorf("rss_at_inflight_mib = %s; want the RSS of a sample with all 40 in flight", p["rss_at_inflight_mib"])
+	}
+	if g, err := strconv.Atoi(p["goroutines_peak"]); err != nil || g < 40 {
+		t.Errorf("goroutines_peak = %s; want at least one per job in flight", p["goroutines_peak"])
+	}
+}
+
 // A schema that holds tables the bench did not create is never dropped.
 func TestBenchRefusesForeignSchema(t *testing.T) {
 	t.Parallel()
@@ -219,8 +263,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "missing the scenario: one of drain, fair, herd, select, slots, steady, unique"},
-		{[]string{"nosuch"}, `unknown scenario "nosuch": want one of [drain fair herd select slots steady unique]`},
+		{nil, "missing the scenario: one of drain, fair, herd, latency, memory, select, slots, steady, unique"},
+		{[]string{"nosuch"}, `unknown scenario "nosuch": want one of [drain fair herd latency memory select slots steady unique]`},
 		{[]string{"drain", "steady"}, "too many arguments"},
 		{[]string{"drain", "--jobs", "-1"}, "--jobs must be positive, not -1"},
 		{[]string{"drain", "--jobs", "0"}, "--jobs must be positive, not 0"},
@@ -235,6 +279,16 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"slots", "--slow-fraction", "0"}, "--slow-fraction must be positive, not 0"},
 		{[]string{"fair", "--tail", "0s"}, "--tail must be positive, not 0"},
 		{[]string{"fair", "--big-jobs", "-5"}, "--big-jobs must be positive, not -5"},
+		{[]string{"latency", "--rate", "0"}, "--rate must be positive, not 0"},
+		{[]string{"latency", "--rate", "-5"}, "--rate must be positive, not -5"},
+		{[]string{"latency", "--rate", "200000"}, "--rate must be at most 100000 jobs/s, not 200000"},
+		{[]string{"latency", "--rate", "x"}, `invalid value "x" for flag -rate`},
+		{[]string{"latency", "--duration", "1ms", "--rate", "100"}, "--rate times --duration must come to 1 to"},
+		{[]string{"latency", "--handler", "-1ms"}, "--slow, --handler and --tail must be positive"},
+		{[]string{"memory", "--inflight", "0"}, "--inflight must be positive, not 0"},
+		{[]string{"memory", "--inflight", "-1"}, "--inflight must be positive, not -1"},
+		{[]string{"memory", "--jobs", "100"}, "--jobs (100) and --workers (2000) must be at least --inflight (2000)"},
+		{[]string{"memory", "--inflight", "50", "--workers", "10"}, "--workers (10) must be at least --inflight (50)"},
 		{[]string{"drain", "--nosuch"}, "flag provided but not defined: -nosuch"},
 	} {
 		code, stdout, stderr := runCLI(t, append([]string{"bench"}, tc.args...)...)
@@ -256,7 +310,8 @@ func TestBenchHelp(t *testing.T) {
 	if code != 0 || stdout != benchUsage {
 		t.Errorf("help bench: exit %d\n%s", code, stdout)
 	}
-	for _, want := range []string{"drain|steady|unique|slots|fair|herd|select", ">= 30,000 jobs/s", "--spawn-redis N",
+	for _, want := range []string{"drain|steady|unique|slots|fair|herd|select|latency|memory", ">= 30,000 jobs/s", "--spawn-redis N",
+		"--rate N", "--inflight N", "enqueue-to-start p99 <= 20 ms, end-to-end p99 <= 50 ms", "RSS <= 100 MiB",
 		"[herd 1,3,5,7,10; others 1]", "--key-limit N", "--big-jobs N", "--small-keys N", ">= 80% of unique's jobs/s"} {
 		if !strings.Contains(benchUsage, want) {
 			t.Errorf("the usage lacks %q", want)
