@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,4 +330,75 @@ func TestEnqueueManyIsAllOrNothing(t *testing.T) {
 	if _, err := dispatcher.EnqueueMany(ctx, b.db, b.plain, []plainJob{{N: 1}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Concurrent Enqueues on a pool commit without a notification each: their notifications are
+// coalesced, and one arrives after the last of them committed, so no job waits for a poll.
+func TestEnqueueNotificationsAreCoalesced(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[plainJob]("coalesced_job")
+	createKind(t, b.db, kind)
+	notes := listenNotesAt(t, b.db, "coalesced_job")
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var lastCommit atomic.Int64
+	for i := range 64 {
+		wg.Go(func() {
+			if _, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: int64(i), Note: "x"}); err != nil {
+				t.Error(err)
+			}
+			now := time.Now().UnixNano()
+			for last := lastCommit.Load(); now > last && !lastCommit.CompareAndSwap(last, now); last = lastCommit.Load() {
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, "a notification after the last commit", 5*time.Second, func() (bool, error) {
+		got := notes.get()
+		return len(got) > 0 && got[len(got)-1].at.UnixNano() > lastCommit.Load(), nil
+	})
+	time.Sleep(100 * time.Millisecond) // any notification still on its way
+	got := notes.get()
+	if len(got) == 0 || len(got) >= 64 {
+		t.Errorf("%d notifications for 64 concurrent enqueues; want at least 1 and fewer than 64", len(got))
+	}
+	for _, n := range got {
+		if n.payload != "coalesced_job" {
+			t.Errorf("notification %q, want coalesced_job", n.payload)
+		}
+	}
+	if n := countWhere(t, b.db, "coalesced_job", "true"); n != 64 {
+		t.Errorf("%d rows, want 64", n)
+	}
+}
+
+// On a connection inside a transaction opened with plain SQL, Enqueue cannot follow the commit: its
+// notification is part of the transaction and arrives only once it commits.
+func TestEnqueueInsideAnOpenTransactionNotifiesAtCommit(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[plainJob]("open_tx_job")
+	createKind(t, b.db, kind)
+	notes := listenNotesAt(t, b.db, "open_tx_job")
+	ctx := context.Background()
+	conn, err := b.db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dispatcher.Enqueue(ctx, conn.Conn(), kind, plainJob{N: 1, Note: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := notes.get(); len(got) != 0 {
+		t.Fatalf("%d notifications before the commit, want none", len(got))
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the notification of the commit", 5*time.Second, func() (bool, error) { return len(notes.get()) == 1, nil })
 }

@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,11 +69,11 @@ CREATE TRIGGER slow_success BEFORE UPDATE ON plain_job FOR EACH ROW EXECUTE FUNC
 func TestFinishNotifiesOnlyWhenItFreesSomething(t *testing.T) {
 	t.Parallel()
 	b := newRun(t)
-	plain := jobinfo.MustDefine[plainJob]("plain_job")
+	plain := jobinfo.MustDefine[plainJob]("quiet_plain")
 	createKind(t, b.db, plain)
-	keyed := jobinfo.MustDefine[postSync]("keyed_job")
+	keyed := jobinfo.MustDefine[postSync]("quiet_keyed")
 	createKind(t, b.db, keyed)
-	notes := listenNotes(t, b.db)
+	notes := listenNotesAt(t, b.db, "quiet_plain", "quiet_keyed")
 
 	var retried sync.Map
 	b.start(t, b.cfg, func(d *dispatcher.Dispatcher) error {
@@ -104,7 +105,7 @@ func TestFinishNotifiesOnlyWhenItFreesSomething(t *testing.T) {
 			return countWhere(t, b.db, table, "processed_at IS NOT NULL OR failed_at IS NOT NULL") == done, nil
 		})
 		time.Sleep(200 * time.Millisecond) // a notification sent by the finish has arrived by now
-		if got := notes.get(); !equalStrings(got, want) {
+		if got := notes.payloads(); !equalStrings(got, want) {
 			t.Errorf("notifications after enqueueing into %s: %q, want %q", table, got, want)
 		}
 	}
@@ -114,29 +115,47 @@ func TestFinishNotifiesOnlyWhenItFreesSomething(t *testing.T) {
 			return err
 		}
 	}
-	step(enqueuePlain(1), "plain_job", 1, []string{"plain_job"})              // processed: the insert's only
-	step(enqueuePlain(4), "plain_job", 2, []string{"plain_job"})              // discarded: the insert's only
-	step(enqueuePlain(3), "plain_job", 3, []string{"plain_job", "plain_job"}) // snoozed (notified), then processed
+	step(enqueuePlain(1), "quiet_plain", 1, []string{"quiet_plain"})                // processed: the insert's only
+	step(enqueuePlain(4), "quiet_plain", 2, []string{"quiet_plain"})                // discarded: the insert's only
+	step(enqueuePlain(3), "quiet_plain", 3, []string{"quiet_plain", "quiet_plain"}) // snoozed (notified), then processed
 	step(func() error {
 		_, err := dispatcher.Enqueue(ctx, b.db, keyed, postSync{BlogID: 1, Seq: 1})
 		return err
-	}, "keyed_job", 1, []string{"keyed_job", "keyed_job"})
+	}, "quiet_keyed", 1, []string{"quiet_keyed", "quiet_keyed"})
 }
 
-// notes collects the payloads of the jobpipe channel.
+// notes collects the notifications of the jobpipe channel.
 type notes struct {
 	mu  sync.Mutex
-	got []string
+	got []note
+}
+
+// note is one notification and when it arrived.
+type note struct {
+	payload string
+	at      time.Time
 }
 
 func (n *notes) reset() { n.mu.Lock(); n.got = nil; n.mu.Unlock() }
-func (n *notes) get() []string {
+
+func (n *notes) get() []note {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return append([]string(nil), n.got...)
+	return append([]note(nil), n.got...)
 }
 
-func listenNotes(t *testing.T, db *pgxpool.Pool) *notes {
+// payloads are the payloads received so far.
+func (n *notes) payloads() []string {
+	var out []string
+	for _, x := range n.get() {
+		out = append(out, x.payload)
+	}
+	return out
+}
+
+// listenNotesAt listens on the jobpipe channel of db until the test ends, keeping the notifications
+// whose payload is one of kinds: tests running at the same time share the database's channel.
+func listenNotesAt(t *testing.T, db *pgxpool.Pool, kinds ...string) *notes {
 	t.Helper()
 	conn, err := db.Acquire(context.Background())
 	if err != nil {
@@ -151,12 +170,15 @@ func listenNotes(t *testing.T, db *pgxpool.Pool) *notes {
 	go func() {
 		defer close(done)
 		for {
-			note, err := conn.Conn().WaitForNotification(ctx)
+			got, err := conn.Conn().WaitForNotification(ctx)
 			if err != nil {
 				return
 			}
+			if !slices.Contains(kinds, got.Payload) {
+				continue
+			}
 			n.mu.Lock()
-			n.got = append(n.got, note.Payload)
+			n.got = append(n.got, note{payload: got.Payload, at: time.Now()})
 			n.mu.Unlock()
 		}
 	}()

@@ -53,9 +53,10 @@ const NotifyChannel = "jobpipe"
 
 // Inserter inserts the jobs of one kind. Its statements are built once from validated identifiers.
 type Inserter struct {
-	info *jobinfo.Info
-	sql  map[Strategy]string
-	copy []string // COPY column list for kinds without unique fields
+	info  *jobinfo.Info
+	sql   map[Strategy]string
+	quiet map[Strategy]string // sql without the notification, for InsertQuiet
+	copy  []string            // COPY column list for kinds without unique fields
 }
 
 var inserters sync.Map // *jobinfo.Info -> *Inserter
@@ -87,10 +88,12 @@ func newInserter(info *jobinfo.Info) *Inserter {
 	base := fmt.Sprintf("INSERT INTO %s AS j (%s, process_after)\nVALUES (%s, COALESCE($%d::timestamptz, now() + $%d::interval))",
 		info.Table.Sanitize(), strings.Join(quoted, ", "), strings.Join(params, ", "), n+1, n+2)
 	const returning = "\nRETURNING id, xmax <> 0 AS duplicate"
-	in := &Inserter{info: info, sql: map[Strategy]string{}, copy: append([]string{"id"}, append(cols, "process_after")...)}
+	in := &Inserter{info: info, sql: map[Strategy]string{}, quiet: map[Strategy]string{},
+		copy: append([]string{"id"}, append(cols, "process_after")...)}
 	if len(info.Unique) == 0 {
 		for s := range strategyNames {
 			in.sql[s] = notifying(base+returning, info.Name)
+			in.quiet[s] = base + returning
 		}
 		return in
 	}
@@ -114,6 +117,7 @@ func newInserter(info *jobinfo.Info) *Inserter {
 	}
 	for s, set := range sets {
 		in.sql[s] = notifying(base+conflict+set+returning, info.Name)
+		in.quiet[s] = base + conflict + set + returning
 	}
 	return in
 }
@@ -146,11 +150,24 @@ func (in *Inserter) statement(s Strategy) (string, error) {
 	return q, nil
 }
 
-// Insert inserts one job, applying strategy s if a waiting job has the same unique fields.
+// Insert inserts one job, applying strategy s if a waiting job has the same unique fields. The
+// statement notifies NotifyChannel, so the dispatchers wake when it commits, in db's transaction if db
+// is one.
 func (in *Inserter) Insert(ctx context.Context, db jobinfo.DB, r Row, s Strategy) (Result, error) {
-	q, err := in.statement(s)
-	if err != nil {
-		return Result{}, err
+	return in.insert(ctx, db, r, s, in.sql)
+}
+
+// InsertQuiet is Insert without the notification: for an insert that commits on its own (db a pool,
+// or a connection outside a transaction), followed by NotifyCommitted, which coalesces the
+// notifications of concurrent inserts.
+func (in *Inserter) InsertQuiet(ctx context.Context, db jobinfo.DB, r Row, s Strategy) (Result, error) {
+	return in.insert(ctx, db, r, s, in.quiet)
+}
+
+func (in *Inserter) insert(ctx context.Context, db jobinfo.DB, r Row, s Strategy, statements map[Strategy]string) (Result, error) {
+	q, ok := statements[s]
+	if !ok {
+		return Result{}, fmt.Errorf("uniqueness: strategy %v is unknown", s)
 	}
 	args, err := in.args(r)
 	if err != nil {
