@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobpipe/jobpipe/execlock"
+	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
 // claimed is a job this dispatcher has claimed and not yet finished.
@@ -80,12 +81,52 @@ type querier interface {
 }
 
 func (k *kindRunner) claimPlain(ctx context.Context, db querier, n int) ([]*claimed, error) {
+	from := k.plainClaimFrom()
 	sent := time.Now()
-	rows, err := db.Query(ctx, k.sql.claimPlain, n, k.leaseSeconds(), k.d.cfg.NodeName)
+	rows, err := db.Query(ctx, k.sql.claimPlain, n, k.leaseSeconds(), k.d.cfg.NodeName, from)
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}
-	return k.scanClaimed(rows, sent)
+	claims, err := k.scanClaimed(rows, sent)
+	if err == nil {
+		k.claimedPlain(from, n, claims, sent)
+	}
+	return claims, err
+}
+
+// fullClaimEvery is how often a plain kind's claim looks at its whole ready index at least, however
+// full its claims from claimFrom are.
+const fullClaimEvery = time.Second
+
+// plainClaimFrom is the lowest id the next claim of a plain kind in created order looks at.
+//
+// A worked job leaves its entry in the ready index until a vacuum removes it, and a claim reading the
+// index from its start steps over every such entry: after a million jobs, thousands of index pages
+// per claim, and a drain that slows as it goes. While the kind has a backlog (the last claim got all
+// it asked for), the next claim starts at the lowest id that claim got instead: jobs below it were
+// all claimed then, or held by another dispatcher. A job below it that waits again (a retry, a
+// released claim) is found by the next claim from the start, which comes as soon as a claim gets
+// fewer jobs than it asked for, and at least every fullClaimEvery.
+func (k *kindRunner) plainClaimFrom() int64 {
+	if k.info.Order != jobinfo.OrderCreated || !k.claimWasFull || time.Since(k.fullClaimAt) >= fullClaimEvery {
+		return 0
+	}
+	return k.claimFrom
+}
+
+// claimedPlain remembers where the next claim may start (see plainClaimFrom).
+func (k *kindRunner) claimedPlain(from int64, asked int, claims []*claimed, at time.Time) {
+	if from == 0 {
+		k.fullClaimAt = at
+	}
+	k.claimWasFull = len(claims) == asked
+	if len(claims) > 0 {
+		lowest := claims[0].id
+		for _, c := range claims[1:] {
+			lowest = min(lowest, c.id)
+		}
+		k.claimFrom = lowest
+	}
 }
 
 // claimKeyed locks the due jobs that may start under their key's limit (see headsSQL), takes a queue

@@ -201,3 +201,49 @@ func equalStrings(a, b []string) bool {
 	}
 	return true
 }
+
+// While a plain kind has a backlog, claims start at the lowest id the last one got (past the index
+// entries of worked jobs); a job below that id that waits again is still found within a second, long
+// before the backlog runs out.
+func TestJobWaitingAgainBelowTheClaimsIsFound(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[plainJob]("plain_job")
+	createKind(t, b.db, kind)
+	jobs := make([]plainJob, 3000)
+	for i := range jobs {
+		jobs[i] = plainJob{N: int64(i), Note: "x"}
+	}
+	if _, err := dispatcher.EnqueueMany(context.Background(), b.db, kind, jobs); err != nil {
+		t.Fatal(err)
+	}
+	var snoozed atomic.Bool
+	var snoozedAt, rerunAt atomic.Int64
+	var backlogAtRerun atomic.Int64
+	var done atomic.Int64
+	cfg := b.cfg
+	cfg.Concurrency, cfg.ClaimBatch = 10, 10
+	b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(_ context.Context, j *dispatcher.Job[plainJob]) error {
+			if j.Data.N == 0 {
+				if !snoozed.Swap(true) { // a snooze does not count as an attempt
+					snoozedAt.Store(time.Now().UnixNano())
+					return dispatcher.Snooze(0)
+				}
+				rerunAt.Store(time.Now().UnixNano())
+				backlogAtRerun.Store(3000 - done.Load())
+			}
+			time.Sleep(5 * time.Millisecond)
+			done.Add(1)
+			return nil
+		})
+	})
+	waitFor(t, "3000 processed", 60*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "plain_job", "processed_at IS NOT NULL") == 3000, nil
+	})
+	wait := time.Duration(rerunAt.Load() - snoozedAt.Load())
+	t.Logf("the snoozed job ran again %v later, with %d jobs still to do", wait, backlogAtRerun.Load())
+	if rerunAt.Load() == 0 || wait > 1500*time.Millisecond || backlogAtRerun.Load() < 500 {
+		t.Errorf("the snoozed job ran again %v later with %d jobs still to do; want within 1.5 s, well before the backlog ran out", wait, backlogAtRerun.Load())
+	}
+}

@@ -24,7 +24,8 @@ const (
 
 // kindSQL holds a kind's statements, built once at registration from sanitised identifiers.
 type kindSQL struct {
-	// claimPlain claims up to $1 due jobs of a kind without a key. $2 lease seconds, $3 owner.
+	// claimPlain claims up to $1 due jobs of a kind without a key. $2 lease seconds, $3 owner, $4 the
+	// lowest id to look at (see kindRunner.claimFrom).
 	claimPlain string
 	// headsFast and headsScan lock up to $1 due jobs that may start under their key's limit, in the
 	// kind's order (see headsSQL). $2 is the kind's per-key default, $3 bounds headsFast's walk and
@@ -77,7 +78,7 @@ func buildSQL(info *jobinfo.Info) kindSQL {
 		lease_owner = %s, lock_token = t.lock_token + 1, updated_at = now()`
 	q := kindSQL{
 		claimPlain: fmt.Sprintf(`WITH next AS (
-	SELECT t.id FROM %[1]s t WHERE %[2]s AND %[3]s ORDER BY %[4]s LIMIT $1 FOR UPDATE SKIP LOCKED)
+	SELECT t.id FROM %[1]s t WHERE %[2]s AND %[3]s AND t.id >= $4 ORDER BY %[4]s LIMIT $1 FOR UPDATE SKIP LOCKED)
 UPDATE %[1]s t SET %[5]s
 FROM next WHERE t.id = next.id
 RETURNING %[6]s`, table, waitingCond, due, order, fmt.Sprintf(claimSet, "$2", "$3"), returning(info)),

@@ -41,6 +41,11 @@ type kindRunner struct {
 	// claims never run ahead of the finisher.
 	finishing atomic.Int64
 
+	// Where the claims of a plain kind in created order start (see plainClaimFrom); the producer's.
+	claimFrom    int64
+	claimWasFull bool
+	fullClaimAt  time.Time
+
 	wake chan struct{} // buffered 1: "look for work"
 	sem  chan struct{} // one token per running job
 	fin  *finisher
