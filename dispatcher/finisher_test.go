@@ -16,24 +16,24 @@ import (
 	"github.com/jobpipe/jobpipe/uniqueness"
 )
 
-// A slot is free once its handler returns, but the claims never run ahead of the outcomes being
-// written: at most Concurrency jobs run and at most Concurrency more wait for their outcome, so the
-// rows leased by the dispatcher never exceed twice its Concurrency, even when writing outcomes is
-// much slower than claiming (here a trigger makes each success take 10 ms).
-func TestClaimsStayWithinTwiceConcurrency(t *testing.T) {
+// A slot is free once its handler returns, but the claims never run far ahead of the outcomes being
+// written: at most Concurrency jobs run and at most 500 (maxFinishBatch) more wait for their outcome,
+// so the rows leased by the dispatcher stay within Concurrency + 500, even when writing outcomes is
+// much slower than claiming (here a trigger makes each success take 2 ms).
+func TestClaimsStayBoundedByOutcomesNotWritten(t *testing.T) {
 	t.Parallel()
 	b := newRun(t)
 	kind := jobinfo.MustDefine[plainJob]("plain_job")
 	createKind(t, b.db, kind)
 	if _, err := b.db.Exec(context.Background(), `CREATE FUNCTION slow_success() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	IF NEW.processed_at IS NOT NULL THEN PERFORM pg_sleep(0.01); END IF;
+	IF NEW.processed_at IS NOT NULL THEN PERFORM pg_sleep(0.002); END IF;
 	RETURN NEW;
 END $$;
 CREATE TRIGGER slow_success BEFORE UPDATE ON plain_job FOR EACH ROW EXECUTE FUNCTION slow_success()`); err != nil {
 		t.Fatal(err)
 	}
-	jobs := make([]plainJob, 300)
+	jobs := make([]plainJob, 3000)
 	for i := range jobs {
 		jobs[i] = plainJob{N: int64(i), Note: "x"}
 	}
@@ -53,12 +53,12 @@ CREATE TRIGGER slow_success BEFORE UPDATE ON plain_job FOR EACH ROW EXECUTE FUNC
 		})
 	})
 	maxLeased := 0
-	waitFor(t, "300 processed", 60*time.Second, func() (bool, error) {
+	waitFor(t, "3000 processed", 60*time.Second, func() (bool, error) {
 		maxLeased = max(maxLeased, countWhere(t, b.db, "plain_job", "lease_expires_at IS NOT NULL"))
-		return countWhere(t, b.db, "plain_job", "processed_at IS NOT NULL") == 300, nil
+		return countWhere(t, b.db, "plain_job", "processed_at IS NOT NULL") == 3000, nil
 	})
-	if maxLeased > 10 || maxRunning.Load() > 5 {
-		t.Errorf("at most %d rows leased and %d handlers running at once; want at most 10 and 5", maxLeased, maxRunning.Load())
+	if maxLeased > 505 || maxRunning.Load() > 5 {
+		t.Errorf("at most %d rows leased and %d handlers running at once; want at most 505 and 5", maxLeased, maxRunning.Load())
 	}
 	t.Logf("at most %d rows leased, %d handlers running", maxLeased, maxRunning.Load())
 }

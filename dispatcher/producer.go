@@ -17,7 +17,7 @@ func (k *kindRunner) produce(ctx context.Context) {
 	due := time.NewTimer(time.Hour)
 	defer due.Stop()
 	for {
-		free := min(cap(k.sem)-len(k.sem), cap(k.sem)-int(k.finishing.Load()))
+		free := min(cap(k.sem)-len(k.sem), k.maxFinishing()-int(k.finishing.Load()))
 		if free > 0 {
 			want := min(free, k.d.cfg.ClaimBatch)
 			got, err := k.claimAndStart(ctx, want)
@@ -40,6 +40,13 @@ func (k *kindRunner) produce(ctx context.Context) {
 		case <-due.C:
 		}
 	}
+}
+
+// maxFinishing is how many outcomes may wait to be written before the kind claims no more: enough
+// that a slow commit or two (a checkpoint's) do not stop the claims of a busy dispatcher, few enough
+// that claims never run far ahead of the finisher.
+func (k *kindRunner) maxFinishing() int {
+	return max(cap(k.sem), maxFinishBatch)
 }
 
 func (k *kindRunner) claimAndStart(ctx context.Context, n int) (int, error) {

@@ -37,8 +37,8 @@ type kindRunner struct {
 	// a kind with a total must tell the other dispatchers each time a job of it finishes.
 	hasTotal atomic.Bool
 	// finishing counts jobs whose handler has returned and whose outcome is not written yet: they
-	// hold no slot of sem, and produce claims no more while as many as sem holds are pending, so
-	// claims never run ahead of the finisher.
+	// hold no slot of sem, and produce claims no more while maxFinishing are pending, so claims never
+	// run far ahead of the finisher.
 	finishing atomic.Int64
 
 	// Where the claims of a plain kind in created order start (see plainClaimFrom); the producer's.
