@@ -21,9 +21,12 @@ type finishReq struct {
 // maxFinishBatch bounds one finish statement.
 const maxFinishBatch = 500
 
-// finishStatements is how many finish statements of a kind may be in flight at once. Each waits for
-// its commit to be flushed to disk; with two, one batch gathers and commits while the other does,
-// which keeps a busy kind from being held to one commit at a time.
+// finishStatements is how many finish statements of a kind without a key may be in flight at once.
+// Each waits for its commit to be flushed to disk; with two, one batch gathers and commits while the
+// other does, which keeps a busy kind from being held to one commit at a time. A keyed kind's finishes
+// always notify, and PostgreSQL commits notifying transactions one at a time: a second statement
+// would only halve the batches (measured: 1M unique jobs, twice the finish statements at 1.3 times
+// the time each), so a keyed kind keeps one.
 const finishStatements = 2
 
 // finisher writes outcomes in batches: while a statement runs, the next batch gathers, so a busy
@@ -40,8 +43,12 @@ func newFinisher(k *kindRunner) *finisher {
 
 // start runs the finisher's statement loops until reqs is closed and drained.
 func (f *finisher) start() {
+	statements := finishStatements
+	if f.k.keyed {
+		statements = 1
+	}
 	var loops sync.WaitGroup
-	for range finishStatements {
+	for range statements {
 		loops.Go(f.run)
 	}
 	go func() {
