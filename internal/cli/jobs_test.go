@@ -40,15 +40,7 @@ func setupJobs(t *testing.T) *testenv.Schema {
 	}
 	hooks := jobinfo.MustDefine[webhook]("webhook", jobinfo.KeyLimit(3))
 	mails := jobinfo.MustDefine[mail]("mail", jobinfo.NoKey())
-	for _, spec := range []jobinfo.TableSpec{hooks.TableSpec(), mails.TableSpec()} {
-		ddl, err := spec.CreateSQL()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Pool.Exec(ctx, ddl); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createTables(t, s, hooks.TableSpec(), mails.TableSpec())
 	if err := hooks.Register(ctx, s.Pool); err != nil {
 		t.Fatal(err)
 	}

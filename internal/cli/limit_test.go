@@ -35,20 +35,9 @@ func setupLimits(t *testing.T) *testenv.Schema {
 		Tenant string `jobpipe:"tenant,key"`
 		Shard  int64  `jobpipe:"shard,key"`
 	}
-	createTable := func(spec jobinfo.TableSpec) {
-		ddl, err := spec.CreateSQL()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Pool.Exec(ctx, ddl); err != nil {
-			t.Fatal(err)
-		}
-	}
 	hooks := jobinfo.MustDefine[webhook]("webhook", jobinfo.KeyLimit(3))
 	cleanups := jobinfo.MustDefine[cleanup]("cleanup")
-	createTable(hooks.TableSpec())
-	createTable(cleanups.TableSpec())
-	createTable(jobinfo.MustDefine[tenantSync]("tenant_sync").TableSpec())
+	createTables(t, s, hooks.TableSpec(), cleanups.TableSpec(), jobinfo.MustDefine[tenantSync]("tenant_sync").TableSpec())
 	if err := hooks.Register(ctx, s.Pool); err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +45,20 @@ func setupLimits(t *testing.T) *testenv.Schema {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// createTables creates the tables of specs in s's schema.
+func createTables(t *testing.T, s *testenv.Schema, specs ...jobinfo.TableSpec) {
+	t.Helper()
+	for _, spec := range specs {
+		ddl, err := spec.CreateSQL()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Pool.Exec(context.Background(), ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // jp runs jobpipe ARGS against s's schema (--database-url goes before any "--").
