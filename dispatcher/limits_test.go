@@ -26,7 +26,13 @@ type slotWatch struct {
 	gated   bool
 	release map[int64]chan struct{} // per key: a token lets one running job of the key return
 	sleep   time.Duration
+	// reach, when set, makes a handler wait (up to reachWait) until its key runs that many jobs
+	// before it sleeps, so that a key's jobs overlap however slowly a loaded machine starts them.
+	reach int
 }
+
+// reachWait bounds how long a handler waits for its key to reach slotWatch.reach.
+const reachWait = 2 * time.Second
 
 func newSlotWatch(t *testing.T, gated bool) *slotWatch {
 	w := &slotWatch{t: t, running: map[int64]int{}, maxSeen: map[int64]int{}, slots: map[int64]map[int]bool{},
@@ -90,6 +96,11 @@ func (w *slotWatch) handler(ctx context.Context, j *dispatcher.Job[postSync]) er
 			return ctx.Err()
 		}
 	}
+	for deadline := time.Now().Add(reachWait); w.reach > 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if r, _, _ := w.now(key); r >= w.reach {
+			break
+		}
+	}
 	time.Sleep(w.sleep)
 	return nil
 }
@@ -122,7 +133,7 @@ func TestKeyLimitFillsEverySlotAndNoMore(t *testing.T) {
 	createKind(t, b.db, kind)
 	enqueueSeqMajor(t, b, kind, keys, perKey)
 	w := newSlotWatch(t, false)
-	w.sleep = 30 * time.Millisecond
+	w.sleep, w.reach = 30*time.Millisecond, limit
 	var ds []*dispatcher.Dispatcher
 	for i := range 3 {
 		cfg := b.cfg

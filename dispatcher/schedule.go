@@ -179,7 +179,10 @@ func (d *Dispatcher) renewScheduleLeases(ctx context.Context, runners []*schedul
 // fireSchedule runs one round of r and sets r.next to when the next one is due.
 func (d *Dispatcher) fireSchedule(ctx context.Context, r *scheduleRunner, skew *time.Duration) {
 	name := r.sched.Spec().Name
-	c, cancel := context.WithTimeout(ctx, d.cfg.LeaderTTL)
+	// A round that has begun runs to completion even when Stop comes meanwhile: its commit, cancelled
+	// on the client, could still land on the server, and the instants it fired would then go
+	// uncounted (and unlogged). LeaderTTL bounds it.
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.LeaderTTL)
 	defer cancel()
 	round, err := schedule.Fire(c, d.cfg.DB, name, schedule.MaxPerRound, r.enqueue)
 	if err != nil {
