@@ -19,13 +19,9 @@ const releaseDelay = time.Second
 // has returned, and the job until its outcome is written (Stop waits for that).
 func (k *kindRunner) work(c *claimed) {
 	defer func() {
-		if c.slotFreed {
-			k.finishing.Add(-1)
-			k.signal() // the bound on outcomes being written has room again (see produce)
-		} else {
-			k.freeSlot(c)
-			k.finishing.Add(-1)
-		}
+		k.freeSlot(c) // if no outcome was written: a RegisterTx success
+		k.finishing.Add(-1)
+		k.signal() // the bound on outcomes being written has room again (see produce)
 		k.d.workers.Done()
 	}()
 	k.observeStart(c)

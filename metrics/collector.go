@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobpipe/jobpipe/admin"
@@ -121,32 +120,18 @@ func maxRunningValue(n int) float64 {
 	return float64(n)
 }
 
-// kinds lists the registered kinds. When one kind's table is missing, admin.Kinds fails as a whole:
-// the kinds are then read one by one, so that only the broken kind is left out.
+// kinds lists the registered kinds. A kind whose table is missing is left out (admin.Kinds returns
+// the others), with one error for each such kind.
 func (c *Collector) kinds(ctx context.Context) ([]*admin.Kind, []error) {
 	kinds, err := admin.Kinds(ctx, c.db)
-	if err == nil {
+	switch {
+	case err == nil:
 		return kinds, nil
-	}
-	if !errors.Is(err, admin.ErrTableMissing) {
+	case !errors.Is(err, admin.ErrTableMissing):
 		return nil, []error{err}
 	}
-	rows, err := c.db.Query(ctx, kindNamesSQL)
-	if err != nil {
-		return nil, []error{fmt.Errorf("metrics: listing the registered kinds: %w", err)}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		return kinds, joined.Unwrap()
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, []error{fmt.Errorf("metrics: listing the registered kinds: %w", err)}
-	}
-	var errs []error
-	for _, name := range names {
-		k, err := admin.LoadKind(ctx, c.db, name)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		kinds = append(kinds, k)
-	}
-	return kinds, errs
+	return kinds, []error{err}
 }
