@@ -4,6 +4,8 @@
 #   TIMEOUT    go test -timeout                                           (default 20m)
 #   TESTFLAGS  extra go test flags for test, test-containers and bench    (default none)
 #   GOFLAGS    passed to every go command through the environment
+#   FAULTSFLAGS extra go test flags for test-faults, e.g. FAULTSFLAGS='-run TestFault09 -v'
+#   FUZZTIME   how long fuzz runs each fuzz target                        (default 10s)
 #
 # How the tests find PostgreSQL and Redis (TEST_DATABASE_URL/TEST_REDIS_URL, local servers, or
 # testcontainers) is described in internal/testenv/doc.go.
@@ -21,7 +23,7 @@ export GOFLAGS
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: help services local-services chromium test test-containers lint build demo bench
+.PHONY: help services local-services chromium test test-faults fuzz test-containers lint build demo bench
 
 help: ## List the targets (this text)
 	@echo "Targets:"
@@ -40,6 +42,24 @@ chromium: ## Make sure Chromium is installed for the dashboard's browser test (i
 
 test: local-services chromium ## Run every package's tests with the race detector (TIMEOUT, TESTFLAGS)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(TESTFLAGS) ./...
+
+# The fault scenarios measure throughput, so they run without the race detector (make test runs the
+# same code with it) and one package at a time.
+FAULTS_TIMEOUT ?= 25m
+FAULTSFLAGS    ?=
+FAULTS_REPORT  ?= $(or $(JOBPIPE_ARTIFACTS_DIR),$(or $(TMPDIR),/tmp)/jobpipe-artifacts)/faults.txt
+FUZZTIME       ?= 10s
+export FUZZTIME
+
+test-faults: local-services ## Run the fault suite (docs/reliability.md) and print each scenario's figures (FAULTSFLAGS)
+	@mkdir -p $(dir $(FAULTS_REPORT)) && rm -f $(FAULTS_REPORT)
+	@status=0; JOBPIPE_FAULTS=1 JOBPIPE_FAULTS_REPORT=$(FAULTS_REPORT) $(GO) test -count=1 -timeout $(FAULTS_TIMEOUT) \
+		-run '^TestFault' $(FAULTSFLAGS) ./integration_test/ || status=$$?; \
+	echo "==== fault scenarios' figures ($(FAULTS_REPORT)) ===="; cat $(FAULTS_REPORT) 2>/dev/null || echo "(none recorded)"; \
+	exit $$status
+
+fuzz: ## Run every fuzz target for FUZZTIME each, from its checked-in seed corpus
+	.ci/fuzz.sh
 
 test-containers: ## Run the integration suite on servers started by testcontainers (needs Docker or Podman)
 	JOBPIPE_TEST_SERVERS=containers $(GO) test -race -count=1 -timeout $(TIMEOUT) $(TESTFLAGS) ./integration_test/...

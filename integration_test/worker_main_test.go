@@ -60,7 +60,8 @@ const (
 // Tables of the test's schema that the workers use besides the kind's own.
 const (
 	// mpLedgerDDL: one row per handler call, inserted when the handler starts and completed (ended_at,
-	// outcome) when it returns. Both writes are autocommitted on a pool of their own, outside any job
+	// outcome) when it returns. kind is NULL for the keyed kind's calls and names the kind of a
+	// worker extra's (see mpWorkerExtras). Both writes are autocommitted on a pool of their own, outside any job
 	// transaction, so a start stays visible when the worker is killed afterwards. running is how many
 	// handlers of the job's blog ran, this one included, right after it started (from mp_conc).
 	mpLedgerDDL = `CREATE TABLE mp_ledger (
@@ -76,7 +77,8 @@ const (
 	started_at timestamptz NOT NULL,
 	ended_at timestamptz,
 	outcome text,
-	running int)`
+	running int,
+	kind text)`
 	// mpReleaseDDL: a blocking handler returns once its job's id is inserted here.
 	mpReleaseDDL = `CREATE TABLE mp_release (job_id bigint PRIMARY KEY)`
 	// mpConcDDL: per blog, the handlers running now across every process, the most ever seen at once,
@@ -99,8 +101,8 @@ const (
 	ON CONFLICT (blog_id) DO UPDATE SET running = c.running + 1, max_seen = greatest(c.max_seen, c.running + 1),
 		slots = c.slots || $6::int, slot_clashes = c.slot_clashes + (($6::int = ANY (c.slots))::int)
 	RETURNING c.running)
-INSERT INTO mp_ledger (job_id, blog_id, seq, attempt, token, slot, pid, node, started_at, running)
-SELECT $1, $2, $3, $4, $5, $6::int, $7, $8, clock_timestamp(), c.running FROM c
+INSERT INTO mp_ledger (job_id, blog_id, seq, attempt, token, slot, pid, node, started_at, running, kind)
+SELECT $1, $2, $3, $4, $5, $6::int, $7, $8, clock_timestamp(), c.running, $9 FROM c
 RETURNING n`
 	mpLedgerEndSQL = `WITH c AS (
 	UPDATE mp_conc SET running = running - 1, slots = array_remove(slots, $4::int) WHERE blog_id = $3)
@@ -263,50 +265,18 @@ func runWorker() int {
 	if err != nil {
 		return fail("worker: %v", err)
 	}
-	pid := os.Getpid()
+	host := &mpWorkerHost{D: d, DB: db, Ledger: ledger, Logger: logger, Node: node, Pid: os.Getpid(), Env: env,
+		behaviour: mpBehaviour{sleepMin: sleepMin, sleepMax: sleepMax, blockIDs: blockIDs, blockBlogs: blockBlogs, blockUpTo: blockUpTo}}
 	handler := func(jctx context.Context, j *dispatcher.Job[mpJob]) error {
-		// The ledger's writes must happen whatever becomes of the job's context.
-		lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		var n int64
-		err := mpRetry(lctx, func() error {
-			return ledger.QueryRow(lctx, mpLedgerStartSQL,
-				j.ID, j.Data.BlogID, j.Data.Seq, j.Attempt, j.Token, j.Slot, pid, node).Scan(&n)
-		})
-		if err != nil {
-			logger.Error("worker: ledger start", "id", j.ID, "err", err)
-			return fmt.Errorf("ledger start: %w", err)
-		}
-		var result error
-		if (blockIDs[j.ID] || blockBlogs[j.Data.BlogID]) && (blockUpTo == 0 || j.Attempt <= blockUpTo) {
-			result = mpBlock(jctx, ledger, j.ID)
-		} else {
-			sleep := sleepMin
-			if sleepMax > sleepMin {
-				sleep += rand.N(sleepMax - sleepMin + 1)
-			}
-			select {
-			case <-time.After(sleep):
-			case <-jctx.Done():
-				result = context.Cause(jctx)
-			}
-		}
-		outcome := "ok"
-		if result != nil {
-			outcome = result.Error()
-		}
-		err = mpRetry(lctx, func() error {
-			_, err := ledger.Exec(lctx, mpLedgerEndSQL, n, outcome, j.Data.BlogID, j.Slot)
-			return err
-		})
-		if err != nil {
-			logger.Error("worker: ledger end", "id", j.ID, "err", err)
-			return fmt.Errorf("ledger end: %w", err)
-		}
-		return result
+		return host.Handle(jctx, mpCall{JobID: j.ID, BlogID: j.Data.BlogID, Seq: j.Data.Seq, Attempt: j.Attempt, Token: j.Token, Slot: j.Slot})
 	}
 	if err := dispatcher.Register(d, kind, handler); err != nil {
 		return fail("worker: %v", err)
+	}
+	for _, extra := range mpWorkerExtras {
+		if err := extra(host); err != nil {
+			return fail("worker: %v", err)
+		}
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
 	// Start fails, and may be called again, when the shared server refuses a connection for a moment.
@@ -331,6 +301,106 @@ func runWorker() int {
 	logger.Info("worker: stopped", "node", node, "in", time.Since(began).Round(time.Millisecond), "stats", string(st))
 	return code
 }
+
+// mpWorkerHost is what a worker extra (see mpWorkerExtras) gets to work with.
+type mpWorkerHost struct {
+	D      *dispatcher.Dispatcher
+	DB     *pgxpool.Pool // the dispatcher's pool
+	Ledger *pgxpool.Pool // the ledger's own pool
+	Logger *slog.Logger
+	Node   string
+	Pid    int
+	Env    func(key string) string // the worker's environment, trimmed
+
+	behaviour mpBehaviour
+}
+
+// mpBehaviour is what the worker's handlers do between their two ledger writes, from the worker's
+// settings: block (until released) or sleep.
+type mpBehaviour struct {
+	sleepMin, sleepMax   time.Duration
+	blockIDs, blockBlogs map[int64]bool
+	blockUpTo            int
+}
+
+// mpCall is one handler call as the ledger records it. Kind is "" for the keyed kind (NULL in the
+// ledger) and names the kind of an extra's handler.
+type mpCall struct {
+	Kind          string
+	JobID, BlogID int64
+	Seq           int64
+	Attempt       int
+	Token         int64
+	Slot          int
+}
+
+// Handle is the worker's handler: it records the call's start in the ledger, blocks or sleeps as the
+// worker's settings say, and records its end with the outcome ("ok" or the error). It returns the
+// error the job should end with. An extra's handler calls it to be recorded like the keyed kind's.
+func (h *mpWorkerHost) Handle(jctx context.Context, c mpCall) error {
+	return h.HandleWith(jctx, c, h.behave)
+}
+
+// HandleWith is Handle with work in place of the settings' blocking or sleeping.
+func (h *mpWorkerHost) HandleWith(jctx context.Context, c mpCall, work func(jctx context.Context, c mpCall) error) error {
+	// The ledger's writes must happen whatever becomes of the job's context.
+	lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var kind any
+	if c.Kind != "" {
+		kind = c.Kind
+	}
+	var n int64
+	err := mpRetry(lctx, func() error {
+		return h.Ledger.QueryRow(lctx, mpLedgerStartSQL,
+			c.JobID, c.BlogID, c.Seq, c.Attempt, c.Token, c.Slot, h.Pid, h.Node, kind).Scan(&n)
+	})
+	if err != nil {
+		h.Logger.Error("worker: ledger start", "id", c.JobID, "err", err)
+		return fmt.Errorf("ledger start: %w", err)
+	}
+	result := work(jctx, c)
+	outcome := "ok"
+	if result != nil {
+		outcome = result.Error()
+	}
+	err = mpRetry(lctx, func() error {
+		_, err := h.Ledger.Exec(lctx, mpLedgerEndSQL, n, outcome, c.BlogID, c.Slot)
+		return err
+	})
+	if err != nil {
+		h.Logger.Error("worker: ledger end", "id", c.JobID, "err", err)
+		return fmt.Errorf("ledger end: %w", err)
+	}
+	return result
+}
+
+// behave blocks or sleeps as the worker's settings say.
+func (h *mpWorkerHost) behave(jctx context.Context, c mpCall) error {
+	b := h.behaviour
+	if (b.blockIDs[c.JobID] || b.blockBlogs[c.BlogID]) && (b.blockUpTo == 0 || c.Attempt <= b.blockUpTo) {
+		return mpBlock(jctx, h.Ledger, c.JobID)
+	}
+	sleep := b.sleepMin
+	if b.sleepMax > b.sleepMin {
+		sleep += rand.N(b.sleepMax - b.sleepMin + 1)
+	}
+	if sleep == 0 {
+		return nil
+	}
+	select {
+	case <-time.After(sleep):
+		return nil
+	case <-jctx.Done():
+		return context.Cause(jctx)
+	}
+}
+
+// mpWorkerExtras run in every worker process after the keyed kind is registered and before the
+// dispatcher starts. Test files add to it from init to give the workers more kinds or behaviour; an
+// extra does nothing unless the environment variables it reads are set (see mpWorkerSettings.Extra),
+// and an error it returns ends the worker with status 2.
+var mpWorkerExtras []func(h *mpWorkerHost) error
 
 // mpRetry runs f until it succeeds, fails in a way that may have had an effect, or ctx ends: f is
 // retried only when it surely did not reach the server (say, a connection refused because the shared

@@ -34,6 +34,9 @@ type mpWorkerSettings struct {
 
 	LeaseTTL, RescueInterval, LeaderTTL, PollInterval, RetryDelay time.Duration
 	Concurrency                                                   int
+
+	// Extra is more environment for the worker: the settings of the extras in mpWorkerExtras.
+	Extra map[string]string
 }
 
 func (s mpWorkerSettings) environ() []string {
@@ -67,6 +70,9 @@ func (s mpWorkerSettings) environ() []string {
 	}
 	if s.KeyLimit != 0 {
 		env = append(env, mpEnvKeyLimit+"="+strconv.Itoa(s.KeyLimit))
+	}
+	for key, v := range s.Extra {
+		env = append(env, key+"="+v)
 	}
 	return env
 }

@@ -1,0 +1,219 @@
+package integration_test
+
+// The fault suite's common parts: its switch, its report of figures, and the audit of every change a
+// kind's rows go through, from which the checks that hold in every scenario are made (tokens never go
+// backwards, a job finishes at most once, and only the attempt holding a row's token finishes it).
+//
+// The scenarios (faults_*_test.go, tests named TestFault...) run only when JOBPIPE_FAULTS=1, which
+// `make test-faults` sets: they take minutes, restart servers and measure throughput, so they run
+// alone, not beside the rest of the suite.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// faultsEnv selects the fault scenarios; faultsReportEnv names the file their figures are appended
+// to (default: faults.txt under $JOBPIPE_ARTIFACTS_DIR, else $TMPDIR/jobpipe-artifacts).
+const (
+	faultsEnv       = "JOBPIPE_FAULTS"
+	faultsReportEnv = "JOBPIPE_FAULTS_REPORT"
+)
+
+// faultScenario skips t unless the fault suite was asked for.
+func faultScenario(t *testing.T) {
+	t.Helper()
+	if os.Getenv(faultsEnv) != "1" {
+		t.Skipf("a fault scenario: run it with `make test-faults` (%s=1)", faultsEnv)
+	}
+}
+
+// faultsReportPath is where the figures go.
+func faultsReportPath() string {
+	if p := os.Getenv(faultsReportEnv); p != "" {
+		return p
+	}
+	dir := os.Getenv("JOBPIPE_ARTIFACTS_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "jobpipe-artifacts")
+	}
+	return filepath.Join(dir, "faults.txt")
+}
+
+var faultsReportMu sync.Mutex
+
+// faultFigures reports a scenario's figures: pairs of name and value, logged and appended to the
+// report as one line, "scenario | name=value; name=value". Values are formatted with %v; durations
+// are rounded to the millisecond and float64s shown with one decimal.
+func faultFigures(t *testing.T, scenario string, pairs ...any) {
+	t.Helper()
+	if len(pairs)%2 != 0 {
+		t.Fatalf("faultFigures(%q): %d arguments, want name/value pairs", scenario, len(pairs))
+	}
+	var parts []string
+	for i := 0; i < len(pairs); i += 2 {
+		v := pairs[i+1]
+		switch x := v.(type) {
+		case time.Duration:
+			v = x.Round(time.Millisecond)
+		case float64:
+			v = fmt.Sprintf("%.1f", x)
+		}
+		parts = append(parts, fmt.Sprintf("%v=%v", pairs[i], v))
+	}
+	line := scenario + " | " + strings.Join(parts, "; ")
+	t.Log("FIGURES " + line)
+	faultsReportMu.Lock()
+	defer faultsReportMu.Unlock()
+	path := faultsReportPath()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Errorf("fault report: %v", err)
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Errorf("fault report: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		t.Errorf("fault report: %v", err)
+	}
+}
+
+// faultAuditDDL records every change of a kind's rows as the database saw it: the row's token and
+// state before and after, and when (the database's clock, as in the ledger). A row's state is
+// processed, failed, running (leased) or waiting.
+const faultAuditDDL = `CREATE TABLE fault_audit (
+	n bigserial PRIMARY KEY,
+	kind text NOT NULL,
+	job_id bigint NOT NULL,
+	at timestamptz NOT NULL DEFAULT clock_timestamp(),
+	old_token bigint NOT NULL,
+	new_token bigint NOT NULL,
+	old_state text NOT NULL,
+	new_state text NOT NULL,
+	old_owner text,
+	new_owner text)`
+
+// installAudit makes every update of table (a kind's table in the schema of db) write a row to
+// fault_audit, creating it on first use. The trigger's function is created in schema, so that the
+// workers' updates, whatever their search_path, are recorded.
+func installAudit(t *testing.T, db *pgxpool.Pool, schema, table string) {
+	t.Helper()
+	ctx := context.Background()
+	s, tbl := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{schema, table}.Sanitize()
+	state := func(r string) string {
+		return fmt.Sprintf(`CASE WHEN %[1]s.processed_at IS NOT NULL THEN 'processed' WHEN %[1]s.failed_at IS NOT NULL THEN 'failed'
+			WHEN %[1]s.lease_expires_at IS NOT NULL THEN 'running' ELSE 'waiting' END`, r)
+	}
+	stmts := []string{
+		strings.Replace(faultAuditDDL, "CREATE TABLE fault_audit", "CREATE TABLE IF NOT EXISTS "+s+".fault_audit", 1),
+		fmt.Sprintf(`CREATE OR REPLACE FUNCTION %[1]s.fault_audit_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO %[1]s.fault_audit (kind, job_id, old_token, new_token, old_state, new_state, old_owner, new_owner)
+	VALUES (TG_TABLE_NAME, NEW.id, OLD.lock_token, NEW.lock_token, %[2]s, %[3]s, OLD.lease_owner, NEW.lease_owner);
+	RETURN NULL;
+END $$`, s, state("OLD"), state("NEW")),
+		fmt.Sprintf(`CREATE TRIGGER fault_audit AFTER UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s.fault_audit_row()`, tbl, s),
+	}
+	for _, stmt := range stmts {
+		if _, err := db.Exec(ctx, stmt); err != nil {
+			t.Fatalf("installing the audit of %s: %v", table, err)
+		}
+	}
+}
+
+// faultAuditCheck is what checkAudit found.
+type faultAuditCheck struct {
+	Changes     int // audited changes of the kind's rows
+	Completions int // changes into processed or failed
+	Rescues     int // running rows taken back after their lease expired (token bumped, back to waiting or failed)
+}
+
+// checkAudit checks the audit of kind (its table's name) against the ledger, whose rows of the kind
+// have ledger kind ledgerKind ("" for NULL: the keyed kind of the worker processes):
+//   - a row's token never goes backwards;
+//   - a row becomes processed or failed at most once;
+//   - a running row leaves running either by a rescue (which takes a new token) or by a finish
+//     written for the attempt that holds its token: a ledger row of that job with that token exists,
+//     and when the row became processed, that attempt's handler had ended with "ok" before. A
+//     worker whose lease was lost cannot finish a row (the fence, I1): without the fence, its stale
+//     write would complete the row while the attempt now holding it still runs.
+func checkAudit(t *testing.T, db *pgxpool.Pool, kind, ledgerKind string) faultAuditCheck {
+	t.Helper()
+	ctx := context.Background()
+	var lk any
+	if ledgerKind != "" {
+		lk = ledgerKind
+	}
+	var c faultAuditCheck
+	if err := db.QueryRow(ctx, `SELECT count(*),
+		count(*) FILTER (WHERE old_state NOT IN ('processed', 'failed') AND new_state IN ('processed', 'failed')),
+		count(*) FILTER (WHERE old_state = 'running' AND new_state <> 'running' AND new_token > old_token)
+		FROM fault_audit WHERE kind = $1`, kind).Scan(&c.Changes, &c.Completions, &c.Rescues); err != nil {
+		t.Fatalf("reading the audit of %s: %v", kind, err)
+	}
+	problems := []struct{ what, sql string }{
+		{"token went backwards", `SELECT job_id, old_token, new_token, old_state, new_state, at FROM fault_audit
+			WHERE kind = $1 AND new_token < old_token ORDER BY n LIMIT 10`},
+		{"finished more than once", `SELECT job_id, count(*), min(at), max(at) FROM fault_audit
+			WHERE kind = $1 AND old_state NOT IN ('processed', 'failed') AND new_state IN ('processed', 'failed')
+			GROUP BY job_id HAVING count(*) > 1 ORDER BY job_id LIMIT 10`},
+		{"finished by no attempt holding its token", `SELECT a.job_id, a.old_token, a.new_state, a.at, a.old_owner FROM fault_audit a
+			WHERE a.kind = $1 AND a.old_state = 'running' AND a.new_state <> 'running' AND a.new_token = a.old_token
+			AND NOT EXISTS (SELECT 1 FROM mp_ledger l WHERE l.job_id = a.job_id AND l.token = a.old_token AND l.kind IS NOT DISTINCT FROM $2)
+			ORDER BY a.n LIMIT 10`},
+		{"processed before the attempt holding its token ended well", `SELECT a.job_id, a.old_token, a.at, l.ended_at, l.outcome
+			FROM fault_audit a LEFT JOIN mp_ledger l ON l.job_id = a.job_id AND l.token = a.old_token AND l.kind IS NOT DISTINCT FROM $2
+			WHERE a.kind = $1 AND a.old_state = 'running' AND a.new_state = 'processed'
+			AND (l.n IS NULL OR l.ended_at IS NULL OR l.ended_at > a.at OR l.outcome IS DISTINCT FROM 'ok')
+			ORDER BY a.n LIMIT 10`},
+	}
+	for _, p := range problems {
+		args := []any{kind}
+		if strings.Contains(p.sql, "$2") {
+			args = append(args, lk)
+		}
+		rows, err := db.Query(ctx, p.sql, args...)
+		if err != nil {
+			t.Fatalf("checking the audit of %s (%s): %v", kind, p.what, err)
+		}
+		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+			v, err := r.Values()
+			return fmt.Sprint(v), err
+		})
+		if err != nil {
+			t.Fatalf("checking the audit of %s (%s): %v", kind, p.what, err)
+		}
+		for _, f := range found {
+			t.Errorf("%s: %s: %s", kind, p.what, f)
+		}
+	}
+	return c
+}
+
+// ledgerRate is how many handler calls of ledgerKind ("" for the keyed kind) ended with "ok" per
+// second in [from, to), on the database's clock.
+func ledgerRate(t *testing.T, db *pgxpool.Pool, ledgerKind string, from, to time.Time) float64 {
+	t.Helper()
+	var lk any
+	if ledgerKind != "" {
+		lk = ledgerKind
+	}
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM mp_ledger
+		WHERE kind IS NOT DISTINCT FROM $1 AND outcome = 'ok' AND ended_at >= $2 AND ended_at < $3`, lk, from, to).Scan(&n); err != nil {
+		t.Fatalf("ledger rate: %v", err)
+	}
+	return float64(n) / to.Sub(from).Seconds()
+}

@@ -1,0 +1,95 @@
+package integration_test
+
+// A plain kind (no key, so no Redis lock) beside the keyed one, for the fault scenarios that check
+// what keeps running from PostgreSQL alone or measure throughput. A worker process works it when
+// JPW_PLAIN_KIND names it; its handler calls are recorded in the ledger under that name, with the
+// worker's sleep settings.
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobpipe/jobpipe/backoff"
+	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/jobinfo"
+)
+
+// mpEnvPlainKind names the plain kind a worker works besides the keyed one (unset: none).
+const mpEnvPlainKind = "JPW_PLAIN_KIND"
+
+// mpPlainJob is the plain kind's data: blog_id is an ordinary column here.
+type mpPlainJob struct {
+	BlogID int64 `jobpipe:"blog_id"`
+	Seq    int64 `jobpipe:"seq"`
+}
+
+// mpDefinePlainKind defines the plain kind the test and its workers share, with the keyed kind's
+// attempts and a constant backoff.
+func mpDefinePlainKind(name string, retryDelay time.Duration) (*jobinfo.Kind[mpPlainJob], error) {
+	return jobinfo.Define[mpPlainJob](name, jobinfo.MaxAttempts(5), jobinfo.Backoff(backoff.Constant(retryDelay)))
+}
+
+func init() {
+	mpWorkerExtras = append(mpWorkerExtras, func(h *mpWorkerHost) error {
+		name := h.Env(mpEnvPlainKind)
+		if name == "" {
+			return nil
+		}
+		retryDelay := mpDefaultRetryDelay
+		if v := h.Env(mpEnvRetryDelay); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return err
+			}
+			retryDelay = d
+		}
+		kind, err := mpDefinePlainKind(name, retryDelay)
+		if err != nil {
+			return err
+		}
+		return dispatcher.Register(h.D, kind, func(jctx context.Context, j *dispatcher.Job[mpPlainJob]) error {
+			return h.Handle(jctx, mpCall{Kind: name, JobID: j.ID, BlogID: j.Data.BlogID, Seq: j.Data.Seq,
+				Attempt: j.Attempt, Token: j.Token, Slot: j.Slot})
+		})
+	})
+}
+
+// addPlainKind creates the table of a plain kind named name in e's schema and returns the kind; set
+// Extra[mpEnvPlainKind] = name in the workers' settings for them to work it.
+func (e *mpEnv) addPlainKind(t *testing.T, name string, retryDelay time.Duration) *jobinfo.Kind[mpPlainJob] {
+	t.Helper()
+	kind, err := mpDefinePlainKind(name, retryDelay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl, err := kind.TableSpec().CreateSQL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Exec(context.Background(), ddl); err != nil {
+		t.Fatal(err)
+	}
+	return kind
+}
+
+// enqueuePlain enqueues n jobs of a plain kind, seq numbers from firstSeq on, and returns their ids.
+func (e *mpEnv) enqueuePlain(t *testing.T, kind *jobinfo.Kind[mpPlainJob], firstSeq, n int) []int64 {
+	t.Helper()
+	jobs := make([]mpPlainJob, n)
+	for i := range jobs {
+		jobs[i] = mpPlainJob{BlogID: int64(firstSeq + i), Seq: int64(firstSeq + i)}
+	}
+	res, err := dispatcher.EnqueueMany(context.Background(), e.db, kind, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		if r.Err != nil || r.Duplicate {
+			t.Fatalf("enqueue %+v: %+v", jobs[i], r)
+		}
+		ids[i] = r.ID
+	}
+	return ids
+}
