@@ -170,6 +170,10 @@ func parseObject(k *Kind, data json.RawMessage) (map[string]json.RawMessage, []P
 		c, ok := k.Column(key)
 		_, twice := given[key]
 		switch {
+		case !ok && twice: // reported once
+		case !ok && key == "":
+			// A Problem without Column is about the data as a whole: this one names the key itself.
+			problems = append(problems, Problem{Message: `key "" (empty) is ` + unknownColumn(k, key)})
 		case !ok:
 			problems = append(problems, Problem{Column: key, Message: unknownColumn(k, key)})
 		case twice:

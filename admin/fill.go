@@ -145,6 +145,15 @@ func fillFloat(bits int) filler {
 			}
 			return nil, fmt.Sprintf("%s is out of range (the largest magnitude is %g)", show(raw), largest)
 		}
+		// ParseFloat rounds a number too close to zero to 0 without an error; PostgreSQL refuses it,
+		// and storing 0 for it would change the job's data.
+		if d, ok := parseDecimal(string(n)); f == 0 && ok && d.digits != "" {
+			smallest := math.SmallestNonzeroFloat64
+			if bits == 32 {
+				smallest = math.SmallestNonzeroFloat32
+			}
+			return nil, fmt.Sprintf("%s is out of range (the smallest magnitude other than 0 is %g)", show(raw), smallest)
+		}
 		if bits == 32 {
 			return float32(f), ""
 		}

@@ -13,13 +13,19 @@ import (
 // listen receives, on a connection of its own, the notifications of new and finished work
 // (uniqueness.NotifyChannel) and of changed limits (limits.NotifyChannel), both with the kind as
 // payload, and wakes the kind's producer. After a reconnect it wakes every kind and reads its limits
-// again, since notifications sent meanwhile were lost.
+// again, since notifications sent meanwhile were lost. The wait before reconnecting grows while
+// connecting fails, and starts over after a connection that worked: a dispatcher that lives through
+// many losses (restarts of the server, sessions ended by an operator) reconnects promptly each time.
 func (d *Dispatcher) listen(ctx context.Context) {
-	wait := 100 * time.Millisecond
+	const firstWait = 100 * time.Millisecond
+	wait := firstWait
 	for ctx.Err() == nil {
-		err := d.listenOnce(ctx)
+		listened, err := d.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened {
+			wait = firstWait
 		}
 		d.logger.Warn("dispatcher: LISTEN connection lost; polling until it is back", "err", err)
 		select {
@@ -31,15 +37,17 @@ func (d *Dispatcher) listen(ctx context.Context) {
 	}
 }
 
-func (d *Dispatcher) listenOnce(ctx context.Context) error {
+// listenOnce listens on one connection until it fails; listened reports whether it got as far as
+// listening.
+func (d *Dispatcher) listenOnce(ctx context.Context) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, d.cfg.DB.Config().ConnConfig.Copy())
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	for _, channel := range []string{uniqueness.NotifyChannel, limits.NotifyChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-			return err
+			return false, err
 		}
 	}
 	for _, k := range d.kinds {
@@ -48,7 +56,7 @@ func (d *Dispatcher) listenOnce(ctx context.Context) error {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		k := d.kinds[n.Payload]
 		switch {

@@ -8,14 +8,24 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// claimRetryFirst is how long a kind waits to claim again after a claim failed; the wait doubles
+// while claims keep failing, up to PollInterval.
+const claimRetryFirst = 50 * time.Millisecond
+
 // produce is a kind's claiming loop: whenever it is woken (a job was enqueued or finished, a scheduled
 // job fell due, the poll ticked) and this dispatcher has free slots for the kind, it claims due jobs
-// and starts them.
+// and starts them. A claim that failed is tried again soon: most failures are a connection the
+// server ended (a restart, a terminated backend), and the next claim gets a new one; waiting for the
+// poll instead would leave due jobs idle that long after every such failure.
 func (k *kindRunner) produce(ctx context.Context) {
 	poll := time.NewTicker(k.d.cfg.PollInterval)
 	defer poll.Stop()
 	due := time.NewTimer(time.Hour)
 	defer due.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	retryWait := claimRetryFirst
 	for {
 		free := min(cap(k.sem)-len(k.sem), k.maxFinishing()-int(k.finishing.Load()))
 		if free > 0 {
@@ -24,11 +34,16 @@ func (k *kindRunner) produce(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if err != nil {
-				k.d.logger.Warn("dispatcher: claim failed; retrying at the next poll", "kind", k.info.Name, "err", err)
-			} else if got == want {
+			switch {
+			case err != nil:
+				k.d.logger.Warn("dispatcher: claim failed; retrying", "kind", k.info.Name, "in", retryWait, "err", err)
+				retry.Reset(retryWait)
+				retryWait = min(2*retryWait, k.d.cfg.PollInterval)
+			case got == want:
+				retryWait = claimRetryFirst
 				continue // there may be more: look again at once
-			} else {
+			default:
+				retryWait = claimRetryFirst
 				k.armDueTimer(ctx, due)
 			}
 		}
@@ -38,6 +53,7 @@ func (k *kindRunner) produce(ctx context.Context) {
 		case <-k.wake:
 		case <-poll.C:
 		case <-due.C:
+		case <-retry.C:
 		}
 	}
 }

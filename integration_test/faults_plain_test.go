@@ -72,24 +72,3 @@ func (e *mpEnv) addPlainKind(t *testing.T, name string, retryDelay time.Duration
 	}
 	return kind
 }
-
-// enqueuePlain enqueues n jobs of a plain kind, seq numbers from firstSeq on, and returns their ids.
-func (e *mpEnv) enqueuePlain(t *testing.T, kind *jobinfo.Kind[mpPlainJob], firstSeq, n int) []int64 {
-	t.Helper()
-	jobs := make([]mpPlainJob, n)
-	for i := range jobs {
-		jobs[i] = mpPlainJob{BlogID: int64(firstSeq + i), Seq: int64(firstSeq + i)}
-	}
-	res, err := dispatcher.EnqueueMany(context.Background(), e.db, kind, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]int64, len(res))
-	for i, r := range res {
-		if r.Err != nil || r.Duplicate {
-			t.Fatalf("enqueue %+v: %+v", jobs[i], r)
-		}
-		ids[i] = r.ID
-	}
-	return ids
-}

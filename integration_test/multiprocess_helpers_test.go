@@ -33,8 +33,13 @@ type mpEnv struct {
 // newMPEnv gives t a schema with jobpipe's tables, the kind's table and the ledger.
 func newMPEnv(t *testing.T, retryDelay time.Duration, addrs []string, nodes []*redis.Client, prefix string) *mpEnv {
 	t.Helper()
+	return newMPEnvIn(t, testenv.NewSchema(t), retryDelay, addrs, nodes, prefix)
+}
+
+// newMPEnvIn is newMPEnv in the schema s, on whichever server it lives (see testenv.NewSchemaOn).
+func newMPEnvIn(t *testing.T, s *testenv.Schema, retryDelay time.Duration, addrs []string, nodes []*redis.Client, prefix string) *mpEnv {
+	t.Helper()
 	ctx := context.Background()
-	s := testenv.NewSchema(t)
 	if err := migrations.Up(ctx, s.Pool); err != nil {
 		t.Fatal(err)
 	}

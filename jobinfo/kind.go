@@ -254,12 +254,13 @@ func (k *Kind[T]) Values(job *T) []any {
 }
 
 // ScanTargets returns pointers into job for each data column, in the order of Info.Fields, for
-// pgx.Row.Scan.
+// pgx.Row.Scan. A time.Duration field gets a scanner that refuses an interval beyond its range rather
+// than wrap around (see durationTarget).
 func (k *Kind[T]) ScanTargets(job *T) []any {
 	v := reflect.ValueOf(job).Elem()
 	targets := make([]any, len(k.info.Fields))
 	for j, f := range k.info.Fields {
-		targets[j] = v.FieldByIndex(f.Index).Addr().Interface()
+		targets[j] = scanTarget(v.FieldByIndex(f.Index).Addr().Interface())
 	}
 	return targets
 }

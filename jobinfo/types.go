@@ -1,11 +1,13 @@
 package jobinfo
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -53,6 +55,17 @@ func parseColumnType(s string) (sqlType, error) {
 	if m := paramTypePattern.FindStringSubmatch(strings.ReplaceAll(norm, " ", "")); m != nil {
 		if m[1] == "varchar" && m[3] != "" {
 			return sqlType{}, fmt.Errorf("jobinfo: column type %q: varchar takes one length, as in varchar(200)", s)
+		}
+		// PostgreSQL's own limits, checked here so that a migration is never written that it refuses.
+		n, _ := strconv.Atoi(m[2])
+		scale, _ := strconv.Atoi(cmp.Or(m[4], "0"))
+		switch {
+		case m[1] == "varchar" && n < 1:
+			return sqlType{}, fmt.Errorf("jobinfo: column type %q: the length of a varchar must be at least 1", s)
+		case m[1] == "numeric" && (n < 1 || n > 1000):
+			return sqlType{}, fmt.Errorf("jobinfo: column type %q: the precision of a numeric must be from 1 to 1000", s)
+		case scale > 1000:
+			return sqlType{}, fmt.Errorf("jobinfo: column type %q: the scale of a numeric must be at most 1000", s)
 		}
 		return sqlType{ddl: m[0], udt: m[1]}, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,9 +42,15 @@ type Round struct {
 // all of that commits or none of it, and the firing's primary key refuses a second firing of an
 // instant, so an instant is never enqueued twice, whichever nodes call Fire and however often. If
 // Round.Plan.More(Round.Now), instants are left for another round at once.
+//
+// When ctx has a deadline, the server ends the round's session should the round sit idle between its
+// statements past it (see boundIdle), so that a caller frozen mid-round cannot hold the schedule's row.
 func Fire(ctx context.Context, db jobinfo.DB, name string, max int, enqueue EnqueueFunc) (Round, error) {
 	var r Round
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if err := boundIdle(ctx, tx); err != nil {
+			return err
+		}
 		var err error
 		r, err = fire(ctx, tx, name, max, enqueue)
 		return err
@@ -52,6 +59,22 @@ func Fire(ctx context.Context, db jobinfo.DB, name string, max int, enqueue Enqu
 		return Round{}, fmt.Errorf("schedule: fire %q: %w", name, err)
 	}
 	return r, nil
+}
+
+// boundIdle limits how long the round's transaction may sit idle, waiting for its caller, to the time
+// left before ctx's deadline. A caller frozen mid-round (its process stopped, its VM paused) can neither
+// finish the round nor cancel it, and the lock on the schedule's row would keep every other node's
+// rounds waiting until it woke: a leader replaced after its lease lapsed would still stop the schedule.
+// Past the deadline the round is void anyway, so the server ending the session changes nothing else.
+// Without a deadline the round is not bounded.
+func boundIdle(ctx context.Context, tx pgx.Tx) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	ms := max(time.Until(deadline).Milliseconds(), 1)
+	_, err := tx.Exec(ctx, idleTimeoutSQL, strconv.FormatInt(ms, 10))
+	return err
 }
 
 func fire(ctx context.Context, tx pgx.Tx, name string, max int, enqueue EnqueueFunc) (Round, error) {

@@ -175,6 +175,11 @@ func parseExpr(expr string, loc *time.Location) (cron.Schedule, error) {
 	if expr == "" {
 		return nil, errors.New("it is empty")
 	}
+	// A second zone prefix would reach robfig/cron, whose zone Parse then overrides (so the stored
+	// spec would not parse again), and which panics on a prefix with nothing after it.
+	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
+		return nil, errors.New("it gives a time zone twice: give one CRON_TZ= prefix, or the zone alone")
+	}
 	var sched cron.Schedule
 	if d, ok := strings.CutPrefix(expr, "@every "); ok {
 		e, err := parseEvery(d, loc)

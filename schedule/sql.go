@@ -10,6 +10,10 @@ VALUES ($1, $2, $3, $4, $5, make_interval(secs => $6), $7, $8)
 ON CONFLICT (name) DO NOTHING
 RETURNING next_run_at`
 
+	// idleTimeoutSQL bounds, in milliseconds ($1), how long the round's transaction may sit idle before
+	// the server ends its session (SET LOCAL: the pooled connection keeps its own setting afterwards).
+	idleTimeoutSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`
+
 	// lockSQL locks a schedule's row: every writer of a schedule's firings and next_run_at holds it,
 	// so they take turns.
 	lockSQL = `SELECT kind, spec, time_zone, catch_up, extract(epoch FROM grace)::float8, next_run_at, now()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
@@ -186,6 +187,11 @@ func (in *Inserter) insert(ctx context.Context, db jobinfo.DB, r Row, s Strategy
 func (in *Inserter) wrap(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		return fmt.Errorf("uniqueness: enqueueing a %q job: the kind's table %s does not exist: create it (jobpipe kind new, "+
+			"then jobpipe migrate up) and register the kind (a dispatcher does at Start) (%w)", in.info.Name, in.info.Table.Sanitize(), err)
 	}
 	return fmt.Errorf("uniqueness: enqueueing a %q job: %w", in.info.Name, err)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -230,6 +231,9 @@ func parseCounts(flagName, s string) ([]int, error) {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("%s: %q is not a positive count (write e.g. 1,3,5 or 10k,1M)", flagName, part)
+		}
+		if n > math.MaxInt/mult {
+			return nil, fmt.Errorf("%s: %q is too large a count", flagName, part) // n*mult would wrap around
 		}
 		out = append(out, n*mult)
 	}

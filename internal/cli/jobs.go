@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -111,8 +112,9 @@ func jobsList(ctx context.Context, e *env, args []string) error {
 	f := newJobsFlags("list")
 	state := f.fs.String("state", "", "waiting, running, processed or failed")
 	key := f.fs.String("key", "", "one key value")
-	limit := f.fs.Int("limit", admin.DefaultLimit, "the most jobs to list")
-	before := f.fs.Int64("before", 0, "list jobs older than this id")
+	limit, before := int64(admin.DefaultLimit), int64(0)
+	f.fs.Var(decimalFlag{&limit}, "limit", "the most jobs to list")
+	f.fs.Var(decimalFlag{&before}, "before", "list jobs older than this id")
 	pos, err := parseFlags(f.fs, args)
 	if err != nil {
 		return err
@@ -120,17 +122,18 @@ func jobsList(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 1 {
 		return f.usagef("want one KIND, got %d arguments", len(pos))
 	}
-	filter := admin.Filter{Key: *key, Limit: *limit, BeforeID: *before}
+	filter := admin.Filter{Key: *key, BeforeID: before}
 	if *state != "" {
 		if filter.State, err = admin.ParseState(*state); err != nil {
 			return f.usagef("--state: %v", err)
 		}
 	}
-	if *limit < 1 || *limit > admin.MaxLimit {
-		return f.usagef("--limit %d: give 1 to %d", *limit, admin.MaxLimit)
+	if limit < 1 || limit > admin.MaxLimit {
+		return f.usagef("--limit %d: give 1 to %d", limit, admin.MaxLimit)
 	}
-	if *before < 0 {
-		return f.usagef("--before %d: give a job id (1 or more)", *before)
+	filter.Limit = int(limit)
+	if before < 0 {
+		return f.usagef("--before %d: give a job id (1 or more)", before)
 	}
 	pool, k, err := f.open(ctx, e, pos[0])
 	if err != nil {
@@ -274,4 +277,29 @@ func joinIDs(ids []int64) string {
 		s[i] = strconv.FormatInt(id, 10)
 	}
 	return strings.Join(s, ", ")
+}
+
+// decimalFlag is an integer flag read in base 10 only. flag.Int reads "010" as 8 and "0x10" as 16,
+// which is never what a person means by a job id or a count; job ids are read in base 10 too.
+type decimalFlag struct{ v *int64 }
+
+func (d decimalFlag) String() string {
+	if d.v == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*d.v, 10)
+}
+
+// Set reads s; its errors read as the flag package's own ("invalid value ... for flag -limit: parse
+// error").
+func (d decimalFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return errors.New("value out of range")
+	case err != nil:
+		return errors.New("parse error")
+	}
+	*d.v = n
+	return nil
 }

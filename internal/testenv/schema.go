@@ -32,7 +32,12 @@ type Schema struct {
 // it. NewSchema fails t when no server is available (see the package documentation).
 func NewSchema(t testing.TB) *Schema {
 	t.Helper()
-	base := postgresURL(t)
+	return newSchemaOn(t, postgresURL(t))
+}
+
+// newSchemaOn is NewSchema on the server that base connects to.
+func newSchemaOn(t testing.TB, base string) *Schema {
+	t.Helper()
 	name := schemaName(t.Name())
 
 	ctx, cancel := context.WithTimeout(context.Background(), schemaTimeout)
