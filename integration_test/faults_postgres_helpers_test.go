@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,7 +131,8 @@ func pgfWithParam(t *testing.T, u, key, value string) string {
 	}
 	q := p.Query()
 	q.Set(key, value)
-	p.RawQuery = q.Encode()
+	// Encode writes a space as "+", which libpq and pgx read as a plus sign (see testenv's URLs).
+	p.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	return p.String()
 }
 
@@ -263,18 +265,13 @@ func (l *pgfLoad) Stop() (plain, keyed []int64, failures int) {
 	return l.plainIDs, l.keyedIDs, l.failures
 }
 
-// pgfRecovery is how long after up the completions of ledgerKind ("" for the keyed kind) were back
-// at frac of baseline (jobs per second): the end of the first window of w, starting at or after up,
-// in which that many ended ok. ok is false when none did within limit.
-func pgfRecovery(t *testing.T, db *pgxpool.Pool, ledgerKind string, up time.Time, baseline, frac float64, w, limit time.Duration) (time.Duration, bool) {
+// pgfEnds returns when the handler calls of ledgerKind ("" for the keyed kind) that ended ok in
+// [from, to) ended, in order.
+func pgfEnds(t *testing.T, db *pgxpool.Pool, ledgerKind string, from, to time.Time) []time.Time {
 	t.Helper()
-	var lk any
-	if ledgerKind != "" {
-		lk = ledgerKind
-	}
 	rows, err := db.Query(context.Background(), `SELECT ended_at FROM mp_ledger
-		WHERE kind IS NOT DISTINCT FROM $1 AND outcome = 'ok' AND ended_at >= $2 AND ended_at < $3 ORDER BY ended_at`,
-		lk, up, up.Add(limit))
+		WHERE coalesce(kind, '') = $1 AND outcome = 'ok' AND ended_at >= $2 AND ended_at < $3 ORDER BY ended_at`,
+		ledgerKind, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +279,16 @@ func pgfRecovery(t *testing.T, db *pgxpool.Pool, ledgerKind string, up time.Time
 	if err != nil {
 		t.Fatal(err)
 	}
-	need := int(frac * baseline * w.Seconds())
+	return ends
+}
+
+// pgfRecovery is how long after up the completions of ledgerKind ("" for the keyed kind) were back
+// at frac of ref (jobs per second): the end of the first window of w, starting at or after up, in
+// which that many ended ok. ok is false when none did within limit.
+func pgfRecovery(t *testing.T, db *pgxpool.Pool, ledgerKind string, up time.Time, ref, frac float64, w, limit time.Duration) (time.Duration, bool) {
+	t.Helper()
+	ends := pgfEnds(t, db, ledgerKind, up, up.Add(limit))
+	need := int(frac * ref * w.Seconds())
 	for start := up; !start.Add(w).After(up.Add(limit)); start = start.Add(50 * time.Millisecond) {
 		from := sort.Search(len(ends), func(i int) bool { return !ends[i].Before(start) })
 		to := sort.Search(len(ends), func(i int) bool { return !ends[i].Before(start.Add(w)) })
@@ -291,6 +297,18 @@ func pgfRecovery(t *testing.T, db *pgxpool.Pool, ledgerKind string, up time.Time
 		}
 	}
 	return limit, false
+}
+
+// longestStall is the longest time in [from, to) in which no job of ledgerKind ("" for the keyed
+// kind) ended ok: under a steady offered load, how long the workers stood still at worst.
+func (e *pgfEnv) longestStall(t *testing.T, ledgerKind string, from, to time.Time) time.Duration {
+	t.Helper()
+	last, longest := from, time.Duration(0)
+	for _, end := range append(pgfEnds(t, e.ledger, ledgerKind, from, to), to) {
+		longest = max(longest, end.Sub(last))
+		last = end
+	}
+	return longest
 }
 
 // drain waits until every row of both kinds' tables is processed or failed and returns how
@@ -501,12 +519,12 @@ func (e *pgfEnv) window(t *testing.T, d time.Duration) (from, to time.Time, r pg
 	return from, to, e.rates(t, from, to)
 }
 
-// recovery is pgfRecovery for both kinds: how long after up each was back at frac of base (1 s
+// recovery is pgfRecovery for both kinds: how long after up each was back at frac of ref (1 s
 // windows, looked for within 10 s), and whether both were.
-func (e *pgfEnv) recovery(t *testing.T, up time.Time, base pgfRates, frac float64) (plain, keyed time.Duration, ok bool) {
+func (e *pgfEnv) recovery(t *testing.T, up time.Time, ref pgfRates, frac float64) (plain, keyed time.Duration, ok bool) {
 	t.Helper()
-	plain, okPlain := pgfRecovery(t, e.ledger, pgfPlainKind, up, base.plain, frac, time.Second, 10*time.Second)
-	keyed, okKeyed := pgfRecovery(t, e.ledger, "", up, base.keyed, frac, time.Second, 10*time.Second)
+	plain, okPlain := pgfRecovery(t, e.ledger, pgfPlainKind, up, ref.plain, frac, time.Second, 10*time.Second)
+	keyed, okKeyed := pgfRecovery(t, e.ledger, "", up, ref.keyed, frac, time.Second, 10*time.Second)
 	return plain, keyed, okPlain && okKeyed
 }
 
