@@ -36,13 +36,9 @@ func init() {
 		if name == "" {
 			return nil
 		}
-		retryDelay := mpDefaultRetryDelay
-		if v := h.Env(mpEnvRetryDelay); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return err
-			}
-			retryDelay = d
+		retryDelay, err := h.RetryDelay()
+		if err != nil {
+			return err
 		}
 		kind, err := mpDefinePlainKind(name, retryDelay)
 		if err != nil {

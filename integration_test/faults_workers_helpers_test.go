@@ -111,13 +111,9 @@ func wfFlakyExtra(h *mpWorkerHost) error {
 	if name == "" {
 		return nil
 	}
-	retryDelay := mpDefaultRetryDelay
-	if v := h.Env(mpEnvRetryDelay); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return err
-		}
-		retryDelay = d
+	retryDelay, err := h.RetryDelay()
+	if err != nil {
+		return err
 	}
 	kind, err := wfDefineFlakyKind(name, retryDelay)
 	if err != nil {

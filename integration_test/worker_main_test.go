@@ -315,6 +315,19 @@ type mpWorkerHost struct {
 	behaviour mpBehaviour
 }
 
+// RetryDelay is the worker's JPW_RETRY_DELAY, the constant backoff of its kinds, or the default.
+func (h *mpWorkerHost) RetryDelay() (time.Duration, error) {
+	v := h.Env(mpEnvRetryDelay)
+	if v == "" {
+		return mpDefaultRetryDelay, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %w", mpEnvRetryDelay, v, err)
+	}
+	return d, nil
+}
+
 // mpBehaviour is what the worker's handlers do between their two ledger writes, from the worker's
 // settings: block (until released) or sleep.
 type mpBehaviour struct {
