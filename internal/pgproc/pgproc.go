@@ -294,8 +294,10 @@ func (c *Cluster) killLocked() {
 	case <-c.proc.exited:
 		// Reaped already: its pid, and so its group's id, may belong to someone else by now.
 	default:
-		_ = syscall.Kill(-c.proc.cmd.Process.Pid, syscall.SIGKILL)
+		pgid := c.proc.cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-c.proc.exited
+		waitGroupGone(pgid, 5*time.Second)
 	}
 	c.proc = nil
 	// Nothing ran on the way out, so the server's small System V segment is left; a later start
@@ -307,6 +309,21 @@ func (c *Cluster) killLocked() {
 				_ = exec.Command("ipcrm", "-m", strconv.Itoa(id)).Run()
 			}
 		}
+	}
+}
+
+// waitGroupGone waits, up to limit, until no process of group pgid is left. The postmaster's exit
+// does not mean its backends have gone: a killed backend still attached to the server's shared memory
+// makes the next start fail ("pre-existing shared memory block is still in use"). A zombie, which no
+// longer holds the memory but is still in the group until its new parent reaps it, is waited for only
+// up to limit.
+func waitGroupGone(pgid int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
