@@ -11,7 +11,9 @@
 package netfault
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -110,19 +112,7 @@ func (l *Link) Cut() error {
 func (l *Link) Heal() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return fmt.Errorf("netfault: link %q is closed", l.name)
-	}
-	if err := l.clear(); err != nil {
-		return err
-	}
-	if l.cut {
-		if err := l.proxy.Start(); err != nil {
-			return fmt.Errorf("netfault: link %q: listening again on %s: %w", l.name, l.proxy.Listen, err)
-		}
-		l.cut = false
-	}
-	return nil
+	return l.heal()
 }
 
 // Close stops the link: its connections are closed and its port released. Close is idempotent.
@@ -137,11 +127,38 @@ func (l *Link) Close() {
 	l.proxy.Stop()
 }
 
-// set puts toxic typ with attrs in force in both directions, replacing the toxics in force. A cut
-// link is healed first.
+// toxic is how toxiproxy reads a toxic's settings.
+type toxic struct {
+	Name       string           `json:"name"`
+	Type       string           `json:"type"`
+	Stream     string           `json:"stream"`
+	Toxicity   float32          `json:"toxicity"`
+	Attributes map[string]int64 `json:"attributes"`
+}
+
+// set puts toxic typ with attrs in force in both directions, in place of whatever fault was in force.
 func (l *Link) set(typ string, attrs map[string]int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.heal(); err != nil {
+		return err
+	}
+	for _, dir := range directions {
+		t := toxic{Name: typ + "-" + dir, Type: typ, Stream: dir, Toxicity: 1, Attributes: attrs}
+		js, err := json.Marshal(t)
+		if err != nil {
+			return fmt.Errorf("netfault: link %q: %s: %w", l.name, t.Name, err)
+		}
+		if _, err := l.proxy.Toxics.AddToxicJson(bytes.NewReader(js)); err != nil {
+			return fmt.Errorf("netfault: link %q: adding %s: %w", l.name, t.Name, err)
+		}
+		l.toxics = append(l.toxics, t.Name)
+	}
+	return nil
+}
+
+// heal removes the toxics in force and opens a cut link again. The caller holds l.mu.
+func (l *Link) heal() error {
 	if l.closed {
 		return fmt.Errorf("netfault: link %q is closed", l.name)
 	}
@@ -153,24 +170,6 @@ func (l *Link) set(typ string, attrs map[string]int64) error {
 			return fmt.Errorf("netfault: link %q: listening again on %s: %w", l.name, l.proxy.Listen, err)
 		}
 		l.cut = false
-	}
-	for _, dir := range directions {
-		name := typ + "-" + dir
-		var b strings.Builder
-		fmt.Fprintf(&b, `{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":{`, name, typ, dir)
-		first := true
-		for k, v := range attrs {
-			if !first {
-				b.WriteByte(',')
-			}
-			first = false
-			fmt.Fprintf(&b, "%q:%d", k, v)
-		}
-		b.WriteString("}}")
-		if _, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(b.String())); err != nil {
-			return fmt.Errorf("netfault: link %q: adding %s: %w", l.name, name, err)
-		}
-		l.toxics = append(l.toxics, name)
 	}
 	return nil
 }
