@@ -204,26 +204,12 @@ func nfLatency(t *testing.T, c nfLatencyCase) {
 	if r.During < frKeepUp*r.Before || r.After < frKeepUp*r.Before {
 		t.Errorf("keyed throughput before/during/after %.1f/%.1f/%.1f jobs/s: want at least %.0f%% of before throughout", r.Before, r.During, r.After, 100*frKeepUp)
 	}
-	faultFigures(t, c.name, "fault", during, "offered", keyedRate, "round trip through the link slowed/healed", nfPair(slowed, healed),
+	faultFigures(t, c.name, "fault", during, "offered", keyedRate, "round trip through the link slowed/healed", frJoin(slowed, healed),
 		"before", r.Before, "during", r.During, "after", r.After,
 		"duplicates", figs[0].Duplicates+figs[1].Duplicates, "lost", figs[0].Lost+figs[1].Lost,
 		"lock calls during", locks[1], "lock p99 before/during/after", frP99s(locks[:]),
-		"heartbeats during", beats[1], "heartbeat p50 before/during/after", nfP50s(beats[:]),
+		"heartbeats during", beats[1], "heartbeat p50 before/during/after", frP50s(beats[:]),
 		"start lag p99 before/during/after", frP99s(lags[:]), "leases lost", st.LeasesLost, "claims released", st.Released)
-}
-
-// nfPair shows two durations, "/"-separated, to the tenth of a millisecond.
-func nfPair(a, b time.Duration) string {
-	return a.Round(100*time.Microsecond).String() + "/" + b.Round(100*time.Microsecond).String()
-}
-
-// nfP50s shows the p50s of ls, "/"-separated.
-func nfP50s(ls []frLatency) string {
-	var out []string
-	for _, l := range ls {
-		out = append(out, l.P50.Round(100*time.Microsecond).String())
-	}
-	return strings.Join(out, "/")
 }
 
 // Scenario 16: one worker partitioned, for 12 s, from one of its servers, while two worker

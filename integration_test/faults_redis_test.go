@@ -383,9 +383,28 @@ func frNodeFault(t *testing.T, c frNodeCase) {
 
 // frP99s shows the p99s of ls, "/"-separated.
 func frP99s(ls []frLatency) string {
-	var out []string
-	for _, l := range ls {
-		out = append(out, l.P99.Round(100*time.Microsecond).String())
+	return frEach(ls, func(l frLatency) time.Duration { return l.P99 })
+}
+
+// frP50s shows the p50s of ls, "/"-separated.
+func frP50s(ls []frLatency) string {
+	return frEach(ls, func(l frLatency) time.Duration { return l.P50 })
+}
+
+// frEach shows of(l) for each l of ls, "/"-separated (frJoin).
+func frEach(ls []frLatency, of func(frLatency) time.Duration) string {
+	ds := make([]time.Duration, len(ls))
+	for i, l := range ls {
+		ds[i] = of(l)
+	}
+	return frJoin(ds...)
+}
+
+// frJoin shows durations to the tenth of a millisecond, "/"-separated.
+func frJoin(ds ...time.Duration) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(100 * time.Microsecond).String()
 	}
 	return strings.Join(out, "/")
 }
