@@ -81,6 +81,10 @@ func checkParseError(t *testing.T, spec schedule.Spec, err error) {
 	}
 	names := []string{fmt.Sprintf("%q", spec.Name), fmt.Sprintf("%q", spec.Cron), fmt.Sprintf("%q", spec.TimeZone),
 		fmt.Sprintf("%q", string(spec.CatchUp)), spec.Grace.String()}
+	// An empty name has no value to quote; its problem names it by saying so.
+	if spec.Name == "" {
+		names = append(names, "schedule name is empty")
+	}
 	// A zone given by a CRON_TZ= or TZ= prefix is named on its own.
 	for _, prefix := range []string{"CRON_TZ=", "TZ="} {
 		if after, ok := strings.CutPrefix(strings.TrimSpace(spec.Cron), prefix); ok {
