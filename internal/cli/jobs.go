@@ -112,9 +112,10 @@ func jobsList(ctx context.Context, e *env, args []string) error {
 	f := newJobsFlags("list")
 	state := f.fs.String("state", "", "waiting, running, processed or failed")
 	key := f.fs.String("key", "", "one key value")
-	limit, before := int64(admin.DefaultLimit), int64(0)
-	f.fs.Var(decimalFlag{&limit}, "limit", "the most jobs to list")
-	f.fs.Var(decimalFlag{&before}, "before", "list jobs older than this id")
+	limit := decimalFlag{n: admin.DefaultLimit, text: strconv.Itoa(admin.DefaultLimit)}
+	var before decimalFlag
+	f.fs.Var(&limit, "limit", "the most jobs to list")
+	f.fs.Var(&before, "before", "list jobs older than this id")
 	pos, err := parseFlags(f.fs, args)
 	if err != nil {
 		return err
@@ -122,18 +123,18 @@ func jobsList(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 1 {
 		return f.usagef("want one KIND, got %d arguments", len(pos))
 	}
-	filter := admin.Filter{Key: *key, BeforeID: before}
+	filter := admin.Filter{Key: *key, BeforeID: before.n}
 	if *state != "" {
 		if filter.State, err = admin.ParseState(*state); err != nil {
 			return f.usagef("--state: %v", err)
 		}
 	}
-	if limit < 1 || limit > admin.MaxLimit {
-		return f.usagef("--limit %d: give 1 to %d", limit, admin.MaxLimit)
+	if limit.n < 1 || limit.n > admin.MaxLimit {
+		return f.usagef("--limit %s: give 1 to %d", limit.text, admin.MaxLimit)
 	}
-	filter.Limit = int(limit)
-	if before < 0 {
-		return f.usagef("--before %d: give a job id (1 or more)", before)
+	filter.Limit = int(limit.n)
+	if before.n < 0 {
+		return f.usagef("--before %s: give a job id (1 or more)", before.text)
 	}
 	pool, k, err := f.open(ctx, e, pos[0])
 	if err != nil {
@@ -280,19 +281,24 @@ func joinIDs(ids []int64) string {
 }
 
 // decimalFlag is an integer flag read in base 10 only. flag.Int reads "010" as 8 and "0x10" as 16,
-// which is never what a person means by a job id or a count; job ids are read in base 10 too.
-type decimalFlag struct{ v *int64 }
+// which is never what a person means by a job id or a count; job ids are read in base 10 too. It
+// keeps the text as given, so an error about a value in range of int64 but not of the flag ("01001")
+// names what the user typed, not its normalised form.
+type decimalFlag struct {
+	n    int64
+	text string
+}
 
-func (d decimalFlag) String() string {
-	if d.v == nil {
+func (d *decimalFlag) String() string {
+	if d == nil {
 		return "0"
 	}
-	return strconv.FormatInt(*d.v, 10)
+	return strconv.FormatInt(d.n, 10)
 }
 
 // Set reads s; its errors read as the flag package's own ("invalid value ... for flag -limit: parse
 // error").
-func (d decimalFlag) Set(s string) error {
+func (d *decimalFlag) Set(s string) error {
 	n, err := strconv.ParseInt(s, 10, 64)
 	switch {
 	case errors.Is(err, strconv.ErrRange):
@@ -300,6 +306,6 @@ func (d decimalFlag) Set(s string) error {
 	case err != nil:
 		return errors.New("parse error")
 	}
-	*d.v = n
+	d.n, d.text = n, s
 	return nil
 }

@@ -324,6 +324,8 @@ func TestOperationsBadInput(t *testing.T) {
 		{[]string{"jobs", "list", "nosuch"}, 1, "jobpipe: limits: unknown kind \"nosuch\": it is not in jobpipe_kinds; a kind is recorded when a dispatcher registers it (or by jobinfo's Register); `jobpipe kinds` lists the registered ones\n"},
 		{[]string{"jobs", "list", "webhook", "--state", "done"}, 2, "jobpipe jobs list: --state: admin: invalid state \"done\": use one of waiting, running, processed, failed" + usageOf("jobs")},
 		{[]string{"jobs", "list", "webhook", "--limit", "0"}, 2, "jobpipe jobs list: --limit 0: give 1 to 1000" + usageOf("jobs")},
+		{[]string{"jobs", "list", "webhook", "--limit", "01001"}, 2, "jobpipe jobs list: --limit 01001: give 1 to 1000" + usageOf("jobs")},
+		{[]string{"jobs", "list", "webhook", "--before", "-01"}, 2, "jobpipe jobs list: --before -01: give a job id (1 or more)" + usageOf("jobs")},
 		{[]string{"jobs", "list", "webhook", "--limit", "x"}, 2, "jobpipe jobs list: invalid value \"x\" for flag -limit: parse error" + usageOf("jobs")},
 		{[]string{"jobs", "list", "mail", "--key", "1"}, 1, ""},
 		{[]string{"jobs", "show", "webhook", "abc"}, 2, "jobpipe jobs show: job id \"abc\" is not a job id: give whole numbers of 1 or more, as `jobpipe jobs list` shows them" + usageOf("jobs")},

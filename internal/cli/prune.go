@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jobpipe/jobpipe/admin"
@@ -47,7 +48,8 @@ func runPrune(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	olderThan := fs.String("older-than", "", "delete jobs finished more than this long ago")
 	state := fs.String("state", "all", "processed, failed or all")
-	batch := fs.Int("batch", prune.DefaultBatchSize, "rows per statement")
+	batch := decimalFlag{n: prune.DefaultBatchSize, text: strconv.Itoa(prune.DefaultBatchSize)}
+	fs.Var(&batch, "batch", "rows per statement")
 	progress := progressFlag(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -56,7 +58,7 @@ func runPrune(ctx context.Context, e *env, args []string) error {
 	if len(pos) > 1 {
 		return usagef("unexpected argument %q; give at most one KIND", pos[1])
 	}
-	opts := prune.Options{Processed: jobinfo.DefaultRetainProcessed, Failed: jobinfo.DefaultRetainFailed, BatchSize: *batch}
+	opts := prune.Options{Processed: jobinfo.DefaultRetainProcessed, Failed: jobinfo.DefaultRetainFailed, BatchSize: int(batch.n)}
 	if *olderThan != "" {
 		d, err := time.ParseDuration(*olderThan)
 		if err != nil || d <= 0 {
@@ -73,8 +75,8 @@ func runPrune(ctx context.Context, e *env, args []string) error {
 	default:
 		return usagef("--state %q: want processed, failed or all", *state)
 	}
-	if *batch < 1 || *batch > 100000 {
-		return usagef("--batch %d: give 1 to 100000", *batch)
+	if batch.n < 1 || batch.n > 100000 {
+		return usagef("--batch %s: give 1 to 100000", batch.text)
 	}
 	draw, err := e.progressMode(*progress)
 	if err != nil {

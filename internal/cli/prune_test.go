@@ -58,6 +58,8 @@ UPDATE webhook SET failed_at = now() - interval '8 days' WHERE id = 5`); err != 
 		{[]string{"prune", "--older-than", "0s"}, 2, "jobpipe prune: --older-than \"0s\" is not a positive duration: write it as 90m, 48h or 720h" + usage},
 		{[]string{"prune", "--state", "waiting"}, 2, "jobpipe prune: --state \"waiting\": want processed, failed or all" + usage},
 		{[]string{"prune", "--batch", "0"}, 2, "jobpipe prune: --batch 0: give 1 to 100000" + usage},
+		{[]string{"prune", "--batch", "0100001"}, 2, "jobpipe prune: --batch 0100001: give 1 to 100000" + usage},
+		{[]string{"prune", "--batch", "0x10"}, 2, "jobpipe prune: invalid value \"0x10\" for flag -batch: parse error" + usage},
 		{[]string{"prune", "webhook", "mail"}, 2, "jobpipe prune: unexpected argument \"mail\"; give at most one KIND" + usage},
 		{[]string{"prune", "--force"}, 2, "jobpipe prune: flag provided but not defined: -force" + usage},
 		{[]string{"prune", "nosuch"}, 1, "jobpipe: limits: unknown kind \"nosuch\": it is not in jobpipe_kinds; a kind is recorded when a dispatcher registers it (or by jobinfo's Register); `jobpipe kinds` lists the registered ones\n"},
