@@ -41,14 +41,14 @@ type nodeGate struct {
 	released bool          // a delete started on this node; guarded by turn
 }
 
-// gatedPools wraps each node's pool with a fresh gate, for one redsync Mutex. Deletes run for up
-// to deleteTimeout after their round ended; those that fail go to j.
-func gatedPools(pools []redis.Pool, deleteTimeout time.Duration, j *janitor) []redis.Pool {
+// gatedPools wraps each node's pool with a fresh gate, for one redsync Mutex. Commands run on w;
+// deletes run for up to deleteTimeout after their round ended, and those that fail go to j.
+func gatedPools(pools []redis.Pool, deleteTimeout time.Duration, j *janitor, w *workers) []redis.Pool {
 	gated := make([]redis.Pool, len(pools))
 	for i, p := range pools {
 		gated[i] = &gatedPool{
 			inner: p, node: i, gate: &nodeGate{turn: make(chan struct{}, 1)},
-			deleteTimeout: deleteTimeout, janitor: j,
+			deleteTimeout: deleteTimeout, janitor: j, workers: w,
 		}
 	}
 	return gated
@@ -60,6 +60,7 @@ type gatedPool struct {
 	gate          *nodeGate
 	deleteTimeout time.Duration
 	janitor       *janitor
+	workers       *workers
 }
 
 func (p *gatedPool) Get(ctx context.Context) (redis.Conn, error) {
@@ -87,7 +88,7 @@ type result struct {
 // still waits.
 func (c *gatedConn) run(deadline time.Time, op func(ctx context.Context, gate *nodeGate) (any, error), failed func(error)) (any, error) {
 	done := make(chan result, 1)
-	go func() {
+	c.pool.workers.do(func() {
 		ctx, cancel := context.WithDeadline(context.WithoutCancel(c.ctx), deadline)
 		defer cancel()
 		r := c.inTurn(ctx, op)
@@ -95,7 +96,7 @@ func (c *gatedConn) run(deadline time.Time, op func(ctx context.Context, gate *n
 			failed(r.err)
 		}
 		done <- r
-	}()
+	})
 	select {
 	case r := <-done:
 		return r.v, r.err

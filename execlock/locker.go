@@ -22,6 +22,7 @@ type Locker struct {
 	pools   []redis.Pool // one per node, in Config.Nodes order
 	quorum  int
 	janitor *janitor
+	workers *workers // run the gates' commands
 	stats   counters
 }
 
@@ -40,16 +41,19 @@ func New(cfg *Config) (*Locker, error) {
 	for i, n := range c.Nodes {
 		pools[i] = goredis.NewPool(n)
 	}
-	return &Locker{cfg: c, pools: pools, quorum: len(pools)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout)}, nil
+	return &Locker{cfg: c, pools: pools, quorum: len(pools)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout),
+		workers: newWorkers()}, nil
 }
 
 // Close stops the Locker's background clean-up: the retries of deletes that could not reach a
 // node (see the package documentation), which otherwise run until the node answers, for at most
-// 10 minutes, or until the clients are closed. Locks keep working after Close, but such deletes
-// are then left to expire by their TTL. Call it after the last lock call, before closing the
-// clients; a second Close does nothing.
+// 10 minutes, or until the clients are closed. It also ends the goroutines that run lock commands,
+// waiting for those still running one (at most CallTimeout). Locks keep working after Close, but
+// such deletes are then left to expire by their TTL. Call it after the last lock call, before
+// closing the clients; a second Close does nothing.
 func (l *Locker) Close() {
 	l.janitor.close()
+	l.workers.close()
 }
 
 // Quorum returns how many nodes must agree for a lock to be held: a majority of Config.Nodes.
@@ -130,7 +134,7 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	}
 	ttl := l.ttl(typ)
 	// Fresh gates for this lock: see gate.go.
-	m := redsync.New(gatedPools(l.pools, l.cfg.CallTimeout, l.janitor)...).NewMutex(name,
+	m := redsync.New(gatedPools(l.pools, l.cfg.CallTimeout, l.janitor, l.workers)...).NewMutex(name,
 		redsync.WithExpiry(ttl),
 		redsync.WithTries(1),
 		redsync.WithFailFast(true),
