@@ -89,7 +89,7 @@ func (k *kindRunner) claimPlain(ctx context.Context, db querier, n int) ([]*clai
 	}
 	claims, err := k.scanClaimed(rows, sent)
 	if err == nil {
-		k.claimedPlain(from, n, claims, sent)
+		k.claimedPlain(from, claims, sent)
 	}
 	return claims, err
 }
@@ -115,11 +115,10 @@ func (k *kindRunner) plainClaimFrom() int64 {
 }
 
 // claimedPlain remembers where the next claim may start (see plainClaimFrom).
-func (k *kindRunner) claimedPlain(from int64, asked int, claims []*claimed, at time.Time) {
+func (k *kindRunner) claimedPlain(from int64, claims []*claimed, at time.Time) {
 	if from == 0 {
 		k.fullClaimAt = at
 	}
-	k.claimWasFull = len(claims) == asked
 	if len(claims) > 0 {
 		lowest := claims[0].id
 		for _, c := range claims[1:] {
@@ -135,7 +134,7 @@ func (k *kindRunner) claimedPlain(from int64, asked int, claims []*claimed, at t
 func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (claims []*claimed, err error) {
 	var locks []*execlock.Lock // queue locks taken, released unless their job is claimed
 	defer func() { k.releaseUnclaimed(ctx, locks, claims) }()
-	heads, err := k.selectHeads(ctx, tx, n, keyLimit)
+	heads, _, err := k.heads.pick(ctx, tx, n, keyLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -289,61 +288,6 @@ func (k *kindRunner) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) e
 		heads[i].snapBusy, heads[i].busy = heads[i].busy, busy[heads[i].id]
 	}
 	return nil
-}
-
-// head is a waiting job chosen to start, with its key's limit and the slots its key's running jobs
-// hold.
-type head struct {
-	id    int64
-	key   string
-	busy  []int // slots held by the key's running jobs, read again by refreshBusy
-	limit int
-	pos   int   // 1-based position among the key's waiting jobs, those being claimed elsewhere included
-	first int64 // the key's first waiting job, claimed elsewhere or not
-	// snapBusy is busy as the heads query saw it.
-	snapBusy []int
-}
-
-// headWalk is how many waiting jobs the fast head query walks per job wanted (see headsSQL).
-const headWalk = 4
-
-// selectHeads locks up to n jobs that may start: the bounded walk first, the key scan when the walk
-// falls short.
-func (k *kindRunner) selectHeads(ctx context.Context, tx pgx.Tx, n, keyLimit int) ([]head, error) {
-	heads, err := k.queryHeads(ctx, tx, k.sql.headsFast, n, keyLimit, headWalk*n+100, k.info.Name)
-	if err != nil || len(heads) == n {
-		return heads, err
-	}
-	got := make([]int64, len(heads))
-	for i, h := range heads {
-		got[i] = h.id
-	}
-	more, err := k.queryHeads(ctx, tx, k.sql.headsScan, n-len(heads), keyLimit, got, k.info.Name)
-	return append(heads, more...), err
-}
-
-func (k *kindRunner) queryHeads(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]head, error) {
-	rows, err := tx.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("dispatcher: selecting %q jobs: %w", k.info.Name, err)
-	}
-	heads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (head, error) {
-		var h head
-		var busy []int32
-		var limit int32
-		var pos int64
-		err := r.Scan(&h.id, &h.key, &busy, &limit, &pos, &h.first)
-		h.pos = int(pos)
-		for _, b := range busy {
-			h.busy = append(h.busy, int(b))
-		}
-		h.limit = int(limit)
-		return h, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dispatcher: selecting %q jobs: %w", k.info.Name, err)
-	}
-	return heads, nil
 }
 
 // claimIDs claims the rows ids (in the kind's order) with their slots, in one statement. A row whose

@@ -25,15 +25,25 @@ func (k *kindRunner) produce(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
 	retryWait := claimRetryFirst
 	for {
-		free := min(cap(k.sem)-len(k.sem), k.maxFinishing()-int(k.finishing.Load()))
+		free := k.freeWorkers()
 		if free > 0 {
+			if k.claimWasFull && free < k.fullClaim() {
+				if free = k.linger(ctx, linger); ctx.Err() != nil {
+					return // stopping: claim nothing more
+				}
+			}
 			want := min(free, k.d.cfg.ClaimBatch)
 			got, err := k.claimAndStart(ctx, want)
 			if ctx.Err() != nil {
 				return
 			}
+			// A claim that got all it asked for leaves more jobs waiting, likely: a backlog.
+			k.claimWasFull = err == nil && got == want
 			switch {
 			case err != nil:
 				k.d.logger.Warn("dispatcher: claim failed; retrying", "kind", k.info.Name, "in", retryWait, "err", err)
@@ -54,6 +64,45 @@ func (k *kindRunner) produce(ctx context.Context) {
 		case <-poll.C:
 		case <-due.C:
 		case <-retry.C:
+		}
+	}
+}
+
+// claimLinger is the longest a kind with a backlog waits for more of its workers to free up before
+// a claim that cannot take a full batch (see linger): kindRunner.claimLinger's value.
+const claimLinger = time.Millisecond
+
+// freeWorkers is how many jobs the kind may claim now.
+func (k *kindRunner) freeWorkers() int {
+	return min(cap(k.sem)-len(k.sem), k.maxFinishing()-int(k.finishing.Load()))
+}
+
+// fullClaim is the most one claim of the kind takes.
+func (k *kindRunner) fullClaim() int { return min(k.d.cfg.ClaimBatch, cap(k.sem)) }
+
+// linger waits, while the kind has a backlog, up to k.claimLinger for a full claim's worth of free
+// workers, and returns how many are free: at once when a full claim's worth is, when the wait ends,
+// or when ctx ends. Each worker that frees its slot wakes it (k.wake), so it looks again each time.
+//
+// Each claim is a statement and a commit whatever its size, and a claim sent at once takes only the
+// workers freed during the previous claim: with 100 workers and short handlers, the jobs of one claim
+// are still starting when the next is sent, and the claims settle at about 50 jobs each, twice the
+// statements per job. The jobs of the last claim free their workers within the wait, so it is short,
+// and it is paid only under a backlog, where a job waits longer than that for its turn anyway.
+func (k *kindRunner) linger(ctx context.Context, timer *time.Timer) int {
+	timer.Reset(k.claimLinger)
+	defer timer.Stop()
+	for {
+		free := k.freeWorkers()
+		if free >= k.fullClaim() {
+			return free
+		}
+		select {
+		case <-k.wake:
+		case <-timer.C:
+			return k.freeWorkers()
+		case <-ctx.Done():
+			return free
 		}
 	}
 }

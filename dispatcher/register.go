@@ -20,6 +20,7 @@ type kindRunner struct {
 	d           *Dispatcher
 	info        *jobinfo.Info
 	sql         kindSQL
+	heads       headPicker // a keyed kind's; the producer's, like claimFrom
 	concurrency int
 	keyed       bool // the kind has a concurrency key: its jobs hold slots of their key
 	// decode reads a row's data columns into a *T.
@@ -41,10 +42,15 @@ type kindRunner struct {
 	// run far ahead of the finisher.
 	finishing atomic.Int64
 
-	// Where the claims of a plain kind in created order start (see plainClaimFrom); the producer's.
-	claimFrom    int64
+	// claimWasFull is set by the producer: its last claim got all it asked for, so the kind has a
+	// backlog (see produce, linger and plainClaimFrom).
 	claimWasFull bool
-	fullClaimAt  time.Time
+	// Where the claims of a plain kind in created order start (see plainClaimFrom); the producer's.
+	claimFrom   int64
+	fullClaimAt time.Time
+
+	// claimLinger bounds the producer's wait for a full claim's worth of free workers (see linger).
+	claimLinger time.Duration
 
 	wake chan struct{} // buffered 1: "look for work"
 	sem  chan struct{} // one token per running job
@@ -75,7 +81,7 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 	info := kind.Info()
 	k := &kindRunner{
 		d: d, info: info, sql: buildSQL(info), concurrency: d.cfg.Concurrency, keyed: len(info.Key) > 0, txMode: txMode,
-		wake: make(chan struct{}, 1), obs: d.kindObserver(info.Name),
+		wake: make(chan struct{}, 1), claimLinger: claimLinger, obs: d.kindObserver(info.Name),
 		decode: func(m *pgtype.Map, fds []pgconn.FieldDescription, raw [][]byte) (any, error) {
 			job := new(T)
 			for i, target := range kind.ScanTargets(job) {
@@ -90,6 +96,9 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 				Token: c.token, Key: c.key, Slot: c.slot, CreatedAt: c.createdAt, ProcessAfter: c.processAfter, run: r}
 			return h(ctx, tx, job)
 		},
+	}
+	if k.keyed {
+		k.heads = newHeadPicker(info, k.sql)
 	}
 	if info.Concurrency > 0 {
 		k.concurrency = info.Concurrency

@@ -37,8 +37,8 @@ func (k *kindRunner) work(c *claimed) {
 		var err error
 		lock, err = k.d.locker.TryExec(k.d.jobsCtx, k.info.Name, c.key, c.slot)
 		k.observeLock(err)
-		k.releaseQueueLock(c)
 		if err != nil {
+			k.releaseQueueLock(c)
 			// Someone still holds the slot's lock (a stalled worker whose row was taken back): give the
 			// claim back, and let the job wait a moment rather than be claimed again at once.
 			k.d.logger.Info("dispatcher: no execution lock; the job goes back to wait", "kind", k.info.Name, "id", c.id, "err", err)
@@ -47,6 +47,13 @@ func (k *kindRunner) work(c *claimed) {
 			k.observeFinish(outRelease, held, nil, nil, 0)
 			return
 		}
+		// The execution lock guards the job from here: the queue lock goes while the handler runs,
+		// not before it (a round trip to every node that only the key's next claim waits for).
+		k.d.workers.Add(1) // Stop waits for it, like for the job
+		go func() {
+			defer k.d.workers.Done()
+			k.releaseQueueLock(c)
+		}()
 	}
 	ctx, cancel := context.WithCancelCause(k.d.jobsCtx)
 	defer cancel(nil)
@@ -56,6 +63,11 @@ func (k *kindRunner) work(c *claimed) {
 	err := k.call(ctx, c, r)
 	ran := elapsed(started)
 	lost := r.finish()
+	if !k.txMode {
+		// The handler has returned: this dispatcher may claim another job while the lock is given
+		// back and the outcome written (see freeSlot).
+		k.freeSlot(c)
+	}
 	if lock != nil {
 		// Before the outcome is written: the row still holds the slot, so the database keeps the key's
 		// next job from being claimed until the finish commits, and by then its lock is free. Released

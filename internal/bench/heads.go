@@ -11,11 +11,6 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// dispatcherHeadWalk mirrors the dispatcher's headWalk (dispatcher/claim.go): its fast walk looks at
-// headWalk×n+100 waiting jobs to find n heads. Keep the two equal, or the pass timed here is not the
-// dispatcher's.
-const dispatcherHeadWalk = 4
-
 // chosen is what one pass chose: the heads' ids and key texts, and how many the fast walk found.
 type chosen struct {
 	ids  []int64
@@ -36,25 +31,24 @@ type explainable struct {
 	params          []any
 }
 
-// headWays returns the three ways select compares: the dispatcher's pass, the dispatcher's key scan
-// alone, and the bench's key-order skip scan.
-func headWays(info *jobinfo.Info) []headWay {
+// headWays returns the three ways select compares: the dispatcher's pass (its own code, learning
+// its walk length as a dispatcher does), the dispatcher's key scan alone, and the bench's key-order
+// skip scan. The error is for a kind without a key.
+func headWays(info *jobinfo.Info) ([]headWay, *dispatcher.HeadsPass, error) {
 	fast, scan := dispatcher.HeadsQueries(info)
-	walk := dispatcherHeadWalk*maxHeadsPerPass + 100
+	pass, err := dispatcher.NewHeadsPass(info)
+	if err != nil {
+		return nil, nil, err
+	}
 	skip := skipScanSQL(info)
 	return []headWay{
 		{key: "pass", name: "the dispatcher's pass", sql: fast + ";\n" + scan,
 			run: func(ctx context.Context, tx pgx.Tx) (chosen, error) {
-				c, err := queryHeads(ctx, tx, fast, maxHeadsPerPass, 1, walk, info.Name)
-				c.fast = len(c.ids)
-				if err != nil || len(c.ids) == maxHeadsPerPass {
-					return c, err
-				}
-				more, err := queryHeads(ctx, tx, scan, maxHeadsPerPass-len(c.ids), 1, c.ids, info.Name)
-				c.ids, c.keys = append(c.ids, more.ids...), append(c.keys, more.keys...)
-				return c, err
+				ids, keys, fromWalk, err := pass.Select(ctx, tx, maxHeadsPerPass, 1)
+				return chosen{ids: ids, keys: keys, fast: fromWalk}, err
 			},
 			explain: func() []explainable {
+				walk := pass.Walk(maxHeadsPerPass)
 				return []explainable{{"the dispatcher's fast walk", fmt.Sprintf("$1 = %d, $2 = 1, $3 = %d, $4 = %q", maxHeadsPerPass, walk, info.Name),
 					fast, []any{maxHeadsPerPass, 1, walk, info.Name}}}
 			}},
@@ -74,11 +68,11 @@ func headWays(info *jobinfo.Info) []headWay {
 				return []explainable{{"the key-order skip scan (bench)", fmt.Sprintf("$1 = %d, $2 = 1", maxHeadsPerPass),
 					skip, []any{maxHeadsPerPass, 1}}}
 			}},
-	}
+	}, pass, nil
 }
 
 // queryHeads runs a head statement and reads the id and key text of each row; further columns (the
-// dispatcher's busy slots, key limit, position and first job) are read and dropped.
+// dispatcher's busy slots, key limit, position, first job and walk counts) are read and dropped.
 func queryHeads(ctx context.Context, tx pgx.Tx, sql string, args ...any) (chosen, error) {
 	var c chosen
 	rows, err := tx.Query(ctx, sql, args...)
@@ -90,8 +84,8 @@ func queryHeads(ctx context.Context, tx pgx.Tx, sql string, args ...any) (chosen
 		var id int64
 		var key string
 		var busy []int32
-		var limit, pos, first int64
-		dest := []any{&id, &key, &busy, &limit, &pos, &first}[:len(rows.FieldDescriptions())]
+		var limit, pos, first, walked, picked int64
+		dest := []any{&id, &key, &busy, &limit, &pos, &first, &walked, &picked}[:len(rows.FieldDescriptions())]
 		if err := rows.Scan(dest...); err != nil {
 			return c, err
 		}

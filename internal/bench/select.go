@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobpipe/jobpipe/dispatcher"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -27,6 +28,7 @@ type selectSize struct {
 	PassMin    float64 `json:"pass_min_ms"`
 	Ratio      float64 `json:"pass_p50_ratio_to_smallest"`
 	FastHeads  int     `json:"fast_walk_heads"`
+	Walk       int     `json:"fast_walk_length"` // waiting jobs the pass's fast walk looked at, once learned
 	ScanP50    float64 `json:"key_scan_p50_ms"`
 	ScanP95    float64 `json:"key_scan_p95_ms"`
 	SkipP50    float64 `json:"skipscan_p50_ms"`
@@ -47,7 +49,10 @@ func runSelect(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	ways := headWays(kind.Info())
+	ways, pass, err := headWays(kind.Info())
+	if err != nil {
+		return err
+	}
 	for _, w := range ways {
 		r.Details["sql_"+w.key] = w.sql
 	}
@@ -58,7 +63,7 @@ func runSelect(ctx context.Context, s *session) error {
 				return err
 			}
 		}
-		m, err := s.selectSize(ctx, kind, size, ways)
+		m, err := s.selectSize(ctx, kind, size, ways, pass)
 		if err != nil {
 			return fmt.Errorf("%d rows: %w", size, err)
 		}
@@ -77,7 +82,7 @@ func runSelect(ctx context.Context, s *session) error {
 }
 
 // selectSize fills the table with size pending rows over min(Keys, size) keys and times each way.
-func (s *session) selectSize(ctx context.Context, kind *jobinfo.Kind[keyedJob], size int, ways []headWay) (selectSize, error) {
+func (s *session) selectSize(ctx context.Context, kind *jobinfo.Kind[keyedJob], size int, ways []headWay, pass *dispatcher.HeadsPass) (selectSize, error) {
 	keys := min(s.opts.Keys, size)
 	m := selectSize{Rows: size, Keys: keys}
 	var done atomic.Int64
@@ -108,6 +113,9 @@ func (s *session) selectSize(ctx context.Context, kind *jobinfo.Kind[keyedJob], 
 		}
 		if times[i], err = s.timePasses(ctx, w); err != nil {
 			return m, fmt.Errorf("%s: %w", w.name, err)
+		}
+		if w.key == "pass" {
+			m.Walk = pass.Walk(maxHeadsPerPass)
 		}
 	}
 	m.PassP50, m.PassP95, m.PassMin = ms(pct(times[0], 50)), ms(pct(times[0], 95)), ms(times[0][0])
@@ -219,7 +227,7 @@ func recordSelect(r *Report, sizes []selectSize) {
 	r.result("sizes", rows)
 	r.result("keys", last.Keys)
 	tab := Table{Title: fmt.Sprintf("select: one dispatch pass choosing up to %d heads (ms, %s)", maxHeadsPerPass, "p50/p95 of the timed passes"),
-		Header: []string{"pending rows", "keys", "dispatcher pass p50", "p95", "ratio to smallest", "fast-walk heads",
+		Header: []string{"pending rows", "keys", "dispatcher pass p50", "p95", "ratio to smallest", "fast walk", "fast-walk heads",
 			"key scan alone p50", "key-order skip scan p50", "p95", "faster"}}
 	var missing int64
 	var dups, bad int
@@ -229,8 +237,9 @@ func recordSelect(r *Report, sizes []selectSize) {
 		r.result("p95_ms_"+n, m.PassP95)
 		r.result("scan_p50_ms_"+n, m.ScanP50)
 		r.result("skipscan_p50_ms_"+n, m.SkipP50)
+		r.result("walk_"+n, m.Walk)
 		tab.Rows = append(tab.Rows, []string{format(m.Rows), format(m.Keys), format(m.PassP50), format(m.PassP95),
-			format(m.Ratio), format(m.FastHeads), format(m.ScanP50), format(m.SkipP50), format(m.SkipP95), faster(m)})
+			format(m.Ratio), format(m.Walk), format(m.FastHeads), format(m.ScanP50), format(m.SkipP50), format(m.SkipP95), faster(m)})
 		missing, dups, bad = missing+m.Missing, dups+m.DupKeys, bad+m.BadHeads
 	}
 	if missing > 0 {

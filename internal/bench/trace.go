@@ -142,7 +142,7 @@ func (t *tracer) table(title string) Table {
 var statementLabels = []struct{ fragment, label string }{
 	{"WITH expired AS", "rescue"},
 	{"FOR UPDATE SKIP LOCKED)\nUPDATE", "claim plain (select+update)"},
-	{"FROM unnest($1::bigint[], $2::int[]) AS u(id, slot)", "claim ids (keyed)"},
+	{"AS u(id, slot, first, n)", "claim ids (keyed)"},
 	{"AS u(id, token, outcome, err, delay)", "finish (batch)"},
 	{"SET lease_expires_at = now() + make_interval(secs => $3)", "heartbeat"},
 	{"SELECT min(t.process_after)", "next due time"},

@@ -1,0 +1,211 @@
+package dispatcher_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/internal/testenv"
+	"github.com/jobpipe/jobpipe/jobinfo"
+	"github.com/jobpipe/jobpipe/migrations"
+)
+
+type headJob struct {
+	K   int64 `jobpipe:"k,key"`
+	Seq int64 `jobpipe:"seq"`
+}
+
+// statementCounter counts the heads statements a connection sends: fast walks and key scans.
+type statementCounter struct {
+	mu          sync.Mutex
+	walks, scan int
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case strings.HasPrefix(d.SQL, "WITH walk AS"):
+		c.walks++
+	case strings.HasPrefix(d.SQL, "WITH RECURSIVE walked AS"):
+		c.scan++
+	}
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// take returns the counts since the last take.
+func (c *statementCounter) take() (walks, scans int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	walks, scans = c.walks, c.scan
+	c.walks, c.scan = 0, 0
+	return walks, scans
+}
+
+// headsFixture is a keyed kind's table (key limit 1, created order) and a pool whose statements are
+// counted.
+type headsFixture struct {
+	db      *pgxpool.Pool
+	kind    *jobinfo.Kind[headJob]
+	counter *statementCounter
+}
+
+func newHeadsFixture(t *testing.T, keys []int64) *headsFixture {
+	t.Helper()
+	ctx := context.Background()
+	s := testenv.NewSchema(t)
+	if err := migrations.Up(ctx, s.Pool); err != nil {
+		t.Fatal(err)
+	}
+	kind := jobinfo.MustDefine[headJob]("head_job")
+	createKind(t, s.Pool, kind)
+	// One row per entry of keys, ids 1, 2, ... in that order; Seq numbers the rows of a key.
+	if _, err := s.Pool.Exec(ctx, `INSERT INTO head_job (k, seq)
+		SELECT k, row_number() OVER (PARTITION BY k ORDER BY i) - 1 FROM unnest($1::int8[]) WITH ORDINALITY AS u(k, i) ORDER BY i`, keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, "ANALYZE head_job"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.Config()
+	counter := &statementCounter{}
+	cfg.ConnConfig.Tracer = counter
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return &headsFixture{db: db, kind: kind, counter: counter}
+}
+
+// selectHeads runs one pass wanting n jobs in a transaction it rolls back, and returns the ids chosen
+// and how many the walks found.
+func (f *headsFixture) selectHeads(t *testing.T, pass *dispatcher.HeadsPass, n int) (ids []int64, fromWalk int) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	ids, _, fromWalk, err = pass.Select(ctx, tx, n, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, fromWalk
+}
+
+// idRange is first, first+1, ..., last.
+func idRange(first, last int64) []int64 {
+	var ids []int64
+	for id := first; id <= last; id++ {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// roundRobin is rows over keys 0..keys-1 in turn, perKey each.
+func roundRobin(keys, perKey int) []int64 {
+	var out []int64
+	for range perKey {
+		for k := range keys {
+			out = append(out, int64(k))
+		}
+	}
+	return out
+}
+
+func checkPass(t *testing.T, f *headsFixture, what string, got []int64, fromWalk int, want []int64, wantFromWalk, wantWalks, wantScans int) {
+	t.Helper()
+	walks, scans := f.counter.take()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: chose %v, want %v", what, got, want)
+	}
+	if fromWalk != wantFromWalk || walks != wantWalks || scans != wantScans {
+		t.Errorf("%s: %d from the walks, in %d walks and %d key scans; want %d, %d and %d", what, fromWalk, walks, scans,
+			wantFromWalk, wantWalks, wantScans)
+	}
+}
+
+// A pass learns how long its walk must be from the backlog it walked, and a walk that turns out too
+// short for a backlog that changed is walked again at the widest, not replaced by the key scan.
+func TestHeadsPassLearnsItsWalk(t *testing.T) {
+	t.Parallel()
+	// 300 keys in turn, 3 jobs each: ids 1-300 are the keys' first jobs.
+	f := newHeadsFixture(t, roundRobin(300, 3))
+	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pass.Walk(100); got != 500 {
+		t.Fatalf("first walk for 100 jobs = %d, want the widest, 4×100+100 = 500", got)
+	}
+	ids, fromWalk := f.selectHeads(t, pass, 100)
+	checkPass(t, f, "first pass", ids, fromWalk, idRange(1, 100), 100, 1, 0)
+	// The walk of 500 held 300 heads: 5/3 jobs per head, with a margin of 1.5, plus 100.
+	if got := pass.Walk(100); got != 350 {
+		t.Fatalf("after a walk of 500 jobs with 300 heads, the walk for 100 jobs = %d, want 5/3×1.5×100+100 = 350", got)
+	}
+	ids, fromWalk = f.selectHeads(t, pass, 100)
+	checkPass(t, f, "second pass", ids, fromWalk, idRange(1, 100), 100, 1, 0)
+	if got := pass.Walk(100); got != 275 {
+		t.Fatalf("after a walk of 350 jobs with 300 heads, the walk for 100 jobs = %d, want 275", got)
+	}
+
+	// The first 300 jobs now belong to one key: a walk of 275 finds 1 head, the widest walk (500) the
+	// 100 wanted: that key's first job and jobs 301-399, the first of keys 0-98 now.
+	if _, err := f.db.Exec(context.Background(), "UPDATE head_job SET k = -1 WHERE id <= 300"); err != nil {
+		t.Fatal(err)
+	}
+	ids, fromWalk = f.selectHeads(t, pass, 100)
+	checkPass(t, f, "pass after the backlog changed", ids, fromWalk, append([]int64{1}, idRange(301, 399)...), 100, 2, 0)
+	// 500 jobs walked, 201 heads among them.
+	if got := pass.Walk(100); got != 473 {
+		t.Fatalf("after a walk of 500 jobs with 201 heads, the walk for 100 jobs = %d, want 473", got)
+	}
+}
+
+// A walk that passes every waiting job has found every head: no key scan follows.
+func TestHeadsPassShortBacklogNeedsNoScan(t *testing.T) {
+	t.Parallel()
+	f := newHeadsFixture(t, roundRobin(10, 3))
+	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, fromWalk := f.selectHeads(t, pass, 100)
+	checkPass(t, f, "pass", ids, fromWalk, idRange(1, 10), 10, 1, 0)
+}
+
+// When the widest walk falls short of the backlog (one key's jobs fill it), the key scan finds the
+// other keys' heads.
+func TestHeadsPassScansWhenTheWidestWalkFallsShort(t *testing.T) {
+	t.Parallel()
+	keys := make([]int64, 600) // key 0: ids 1-600
+	for k := int64(1); k <= 5; k++ {
+		keys = append(keys, k) // keys 1-5: ids 601-605
+	}
+	f := newHeadsFixture(t, keys)
+	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, fromWalk := f.selectHeads(t, pass, 10)
+	checkPass(t, f, "pass", ids, fromWalk, append([]int64{1}, idRange(601, 605)...), 1, 1, 1)
+	if got := pass.Walk(10); got != 140 {
+		t.Errorf("after a walk that offered 1 head in 140 jobs, the walk for 10 jobs = %d, want the widest, 140", got)
+	}
+	if _, err := dispatcher.NewHeadsPass(jobinfo.MustDefine[struct {
+		N int64 `jobpipe:"n"`
+	}]("plain_job").Info()); err == nil || !strings.Contains(err.Error(), "has no concurrency key") {
+		t.Errorf("NewHeadsPass of a kind without a key: err = %v, want one saying it has no concurrency key", err)
+	}
+}
