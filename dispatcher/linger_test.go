@@ -111,3 +111,27 @@ func TestLingerEndsWithItsContext(t *testing.T) {
 	cancel()
 	checkLingerReturns(t, got, 2, "after its context ended")
 }
+
+// TestNextClaimIsNeverNegative checks the claim size after a wait during which the finisher fell
+// behind: handlers that returned meanwhile put more than maxFinishing outcomes in its queue, so the
+// kind has fewer than no workers to claim for. It must claim nothing, not send a negative LIMIT
+// (which PostgreSQL refuses, failing the claim and pausing the kind).
+func TestNextClaimIsNeverNegative(t *testing.T) {
+	const wait = 500 * time.Millisecond
+	k := lingerKind(t, wait)
+	k.claimWasFull = true // a backlog: the claim waits for a full batch of free workers
+	finishJobs(k, 3)
+	backlog := int64(k.maxFinishing() + 5)
+	go func() {
+		time.Sleep(wait / 50) // into the wait: 3 of 10 workers free
+		k.finishing.Add(backlog)
+		finishJobs(k, 2) // and wake it: 5 free, but more than maxFinishing outcomes waiting
+	}()
+	if n := k.nextClaim(t.Context(), time.NewTimer(time.Hour)); n != 0 {
+		t.Fatalf("nextClaim = %d with %d outcomes waiting (at most %d); want 0", n, k.finishing.Load(), k.maxFinishing())
+	}
+	k.finishing.Add(-backlog)
+	if n := k.nextClaim(t.Context(), time.NewTimer(time.Hour)); n != 5 {
+		t.Fatalf("nextClaim = %d with the outcomes written and 5 workers free; want 5 after the wait", n)
+	}
+}

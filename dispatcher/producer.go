@@ -30,14 +30,11 @@ func (k *kindRunner) produce(ctx context.Context) {
 	defer linger.Stop()
 	retryWait := claimRetryFirst
 	for {
-		free := k.freeWorkers()
-		if free > 0 {
-			if k.claimWasFull && free < k.fullClaim() {
-				if free = k.linger(ctx, linger); ctx.Err() != nil {
-					return // stopping: claim nothing more
-				}
-			}
-			want := min(free, k.d.cfg.ClaimBatch)
+		want := k.nextClaim(ctx, linger)
+		if ctx.Err() != nil {
+			return // stopping: claim nothing more
+		}
+		if want > 0 {
 			got, err := k.claimAndStart(ctx, want)
 			if ctx.Err() != nil {
 				return
@@ -72,7 +69,21 @@ func (k *kindRunner) produce(ctx context.Context) {
 // a claim that cannot take a full batch (see linger): kindRunner.claimLinger's value.
 const claimLinger = time.Millisecond
 
-// freeWorkers is how many jobs the kind may claim now.
+// nextClaim is how many jobs the kind claims next: as many as it has free workers for, up to a full
+// claim, after waiting for a full claim's worth while it has a backlog (see linger); 0 when it may
+// claim none.
+func (k *kindRunner) nextClaim(ctx context.Context, timer *time.Timer) int {
+	free := k.freeWorkers()
+	if free > 0 && k.claimWasFull && free < k.fullClaim() {
+		// The count may fall meanwhile, to 0 or below: handlers that return during the wait move their
+		// jobs to the finisher, which may hold maxFinishing of them already.
+		free = k.linger(ctx, timer)
+	}
+	return max(0, min(free, k.d.cfg.ClaimBatch))
+}
+
+// freeWorkers is how many jobs the kind may claim now: below 0 when more than maxFinishing outcomes
+// wait to be written.
 func (k *kindRunner) freeWorkers() int {
 	return min(cap(k.sem)-len(k.sem), k.maxFinishing()-int(k.finishing.Load()))
 }
