@@ -83,7 +83,13 @@ type querier interface {
 func (k *kindRunner) claimPlain(ctx context.Context, db querier, n int) ([]*claimed, error) {
 	from := k.plainClaimFrom()
 	sent := time.Now()
-	rows, err := db.Query(ctx, k.sql.claimPlain, planPerCall, n, k.leaseSeconds(), k.d.cfg.NodeName, from)
+	var rows pgx.Rows
+	var err error
+	if from > 0 {
+		rows, err = db.Query(ctx, k.sql.claimPlainFrom, n, k.leaseSeconds(), k.d.cfg.NodeName, from)
+	} else {
+		rows, err = db.Query(ctx, k.sql.claimPlain, n, k.leaseSeconds(), k.d.cfg.NodeName)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}
@@ -338,7 +344,7 @@ func (k *kindRunner) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slo
 		return nil, err
 	}
 	sent := time.Now()
-	rows, err := sp.Query(ctx, k.sql.claimIDs, planPerCall, ids, slots, k.leaseSeconds(), k.d.cfg.NodeName, firsts)
+	rows, err := sp.Query(ctx, k.sql.claimIDs, ids, slots, k.leaseSeconds(), k.d.cfg.NodeName, firsts)
 	if err != nil {
 		_ = sp.Rollback(ctx)
 		return nil, err

@@ -114,7 +114,7 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 	for i, r := range batch {
 		ids[i], tokens[i], outs[i], errs[i], delays[i] = r.id, r.token, int16(r.out), r.errText, r.delay.Seconds()
 	}
-	rows, err := db.Query(ctx, k.sql.finish, planPerCall, ids, tokens, outs, errs, delays, k.finishNotifies(batch))
+	rows, err := db.Query(ctx, k.sql.finish, ids, tokens, outs, errs, delays, k.finishNotifies(batch))
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)
 	}
