@@ -83,13 +83,7 @@ type querier interface {
 func (k *kindRunner) claimPlain(ctx context.Context, db querier, n int) ([]*claimed, error) {
 	from := k.plainClaimFrom()
 	sent := time.Now()
-	var rows pgx.Rows
-	var err error
-	if from > 0 {
-		rows, err = db.Query(ctx, k.sql.claimPlainFrom, n, k.leaseSeconds(), k.d.cfg.NodeName, from)
-	} else {
-		rows, err = db.Query(ctx, k.sql.claimPlain, n, k.leaseSeconds(), k.d.cfg.NodeName)
-	}
+	rows, err := db.Query(ctx, k.sql.claimPlain, n, k.leaseSeconds(), k.d.cfg.NodeName, from)
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}

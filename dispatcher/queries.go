@@ -24,17 +24,9 @@ const (
 
 // kindSQL holds a kind's statements, built once at registration from sanitised identifiers.
 type kindSQL struct {
-	// claimPlain claims up to $1 due jobs of a kind without a key. $2 lease seconds, $3 owner.
-	// claimPlainFrom claims the same, looking at ids from $4 up only (see kindRunner.plainClaimFrom).
-	//
-	// They are two statements, not one with $4 = 0 for "from the start": a prepared statement is
-	// planned once for every $4, and with statistics that predate the backlog (everything waiting
-	// at the last ANALYZE, as after a bulk load with autovacuum behind) the plan for "id >= $4" is
-	// a walk of the primary key, which reads every version of every job from $4 on. From a recent
-	// $4 that is a few thousand entries; from 0, after a million jobs, it took 230 ms a claim
-	// where the ready index took 7. Without the bound, only the ready index's predicate matches
-	// the claim's conditions, and the plan uses it.
-	claimPlain, claimPlainFrom string
+	// claimPlain claims up to $1 due jobs of a kind without a key. $2 lease seconds, $3 owner, $4 the
+	// lowest id to look at (see kindRunner.claimFrom).
+	claimPlain string
 	// headsFast and headsScan lock up to $1 due jobs that may start under their key's limit, in the
 	// kind's order (see headsSQL). $2 is the kind's per-key default, $3 bounds headsFast's walk and
 	// lists headsScan's ids to leave out, $4 is the kind's name (for its key overrides).
@@ -76,22 +68,6 @@ func returning(info *jobinfo.Info) string {
 // pipelineColumns is how many columns returning puts before the data columns.
 const pipelineColumns = 8
 
-// claimPlainSQL is a plain kind's claim: the first $1 due jobs in order, with bound added to its
-// conditions.
-//
-// The update finds the locked rows by id in an array, not by joining them: a prepared statement's
-// plan is made once, and a join planned while the table was small (LIMIT $1 guessed at a tenth of
-// it) was a hash join over a sequential scan of the whole table, which then grew with every job
-// worked: 100 to 300 ms a claim after a few hundred thousand jobs. An array of ids is always looked
-// up in the primary key.
-func claimPlainSQL(info *jobinfo.Info, table, due, order, set, bound string) string {
-	return fmt.Sprintf(`WITH next AS (
-	SELECT t.id FROM %[1]s t WHERE %[2]s AND %[3]s%[4]s ORDER BY %[5]s LIMIT $1 FOR UPDATE SKIP LOCKED)
-UPDATE %[1]s t SET %[6]s
-WHERE t.id = ANY (ARRAY(SELECT id FROM next))
-RETURNING %[7]s`, table, waitingCond, due, bound, order, set, returning(info))
-}
-
 func buildSQL(info *jobinfo.Info) kindSQL {
 	table := info.Table.Sanitize()
 	order, due := "t.id", "(t.process_after IS NULL OR t.process_after <= now())"
@@ -101,9 +77,12 @@ func buildSQL(info *jobinfo.Info) kindSQL {
 	claimSet := `attempts_made = t.attempts_made + 1, started_at = now(), lease_expires_at = now() + make_interval(secs => %s),
 		lease_owner = %s, lock_token = t.lock_token + 1, updated_at = now()`
 	q := kindSQL{
-		claimPlain:     claimPlainSQL(info, table, due, order, fmt.Sprintf(claimSet, "$2", "$3"), ""),
-		claimPlainFrom: claimPlainSQL(info, table, due, order, fmt.Sprintf(claimSet, "$2", "$3"), " AND t.id >= $4"),
-		claimIDs:       claimIDsSQL(info, table, fmt.Sprintf(claimSet, "$3", "$4"), order),
+		claimPlain: fmt.Sprintf(`WITH next AS (
+	SELECT t.id FROM %[1]s t WHERE %[2]s AND %[3]s AND t.id >= $4 ORDER BY %[4]s LIMIT $1 FOR UPDATE SKIP LOCKED)
+UPDATE %[1]s t SET %[5]s
+FROM next WHERE t.id = next.id
+RETURNING %[6]s`, table, waitingCond, due, order, fmt.Sprintf(claimSet, "$2", "$3"), returning(info)),
+		claimIDs: claimIDsSQL(info, table, fmt.Sprintf(claimSet, "$3", "$4"), order),
 		extend: fmt.Sprintf(`UPDATE %s t SET lease_expires_at = now() + make_interval(secs => $3)
 WHERE t.id = $1 AND t.lock_token = $2 AND %s RETURNING t.id`, table, stillRunning),
 		countRunning: fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s`, table, runningCond),
