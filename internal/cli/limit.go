@@ -202,6 +202,9 @@ func negativesLast(args []string) []string {
 	return append(append(out, "--"), neg...)
 }
 
+// wholeNumber is the text of an integer, sign and digits only.
+var wholeNumber = regexp.MustCompile(`^[+-]?[0-9]+$`)
+
 func limitSet(ctx context.Context, e *env, args []string) error {
 	f := newLimitFlags("limit set", true, true, false)
 	pos, err := f.parse(negativesLast(args), 2, 2, "KIND and N")
@@ -214,6 +217,11 @@ func limitSet(ctx context.Context, e *env, args []string) error {
 		maxN, what = limits.MaxKeyLimit, "a per-key limit"
 	}
 	n, err := strconv.Atoi(pos[1])
+	if errors.Is(err, strconv.ErrRange) && !wholeNumber.MatchString(pos[1]) {
+		// Atoi reports the overflow of "99999999999999999999\n" before the newline: the text is not a
+		// number at all, and is quoted as such (printed bare, it would break the message's line).
+		err = strconv.ErrSyntax
+	}
 	switch {
 	case errors.Is(err, strconv.ErrRange) && pos[1][0] != '-', err == nil && n > maxN:
 		return f.usagef("N %s is too large for %s: give 0 (halt) to %d", pos[1], what, maxN)

@@ -643,6 +643,7 @@ func TestLimitBadInput(t *testing.T) {
 				"key columns hold scalars (string, number, boolean), never null\n"},
 
 		{[]string{"limit", "set", "webhook", "-1"}, 2, usage("limit set", "N -1 is negative: give 0 (halt) to 2147483647", limitUsage)},
+		{[]string{"limit", "set", "webhook", "99999999999999999999\n"}, 2, usage("limit set", `N "99999999999999999999\n" is not a whole number: give 0 (halt) to 2147483647`, limitUsage)},
 		{[]string{"limit", "set", "webhook", "-5", "--per-key"}, 2, usage("limit set", "N -5 is negative: give 0 (halt) to 1024", limitUsage)},
 		{[]string{"limit", "set", "webhook", "--", "-1"}, 2, usage("limit set", "N -1 is negative: give 0 (halt) to 2147483647", limitUsage)},
 		{[]string{"limit", "set", "webhook", "1.5"}, 2, usage("limit set", `N "1.5" is not a whole number: give 0 (halt) to 2147483647`, limitUsage)},
