@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"regexp"
@@ -216,19 +215,17 @@ func limitSet(ctx context.Context, e *env, args []string) error {
 	if key != nil || perKey {
 		maxN, what = limits.MaxKeyLimit, "a per-key limit"
 	}
-	n, err := strconv.Atoi(pos[1])
-	if errors.Is(err, strconv.ErrRange) && !wholeNumber.MatchString(pos[1]) {
-		// Atoi reports the overflow of "99999999999999999999\n" before the newline: the text is not a
-		// number at all, and is quoted as such (printed bare, it would break the message's line).
-		err = strconv.ErrSyntax
-	}
-	switch {
-	case errors.Is(err, strconv.ErrRange) && pos[1][0] != '-', err == nil && n > maxN:
-		return f.usagef("N %s is too large for %s: give 0 (halt) to %d", pos[1], what, maxN)
-	case err == nil && n < 0, errors.Is(err, strconv.ErrRange):
-		return f.usagef("N %s is negative: give 0 (halt) to %d", pos[1], maxN)
-	case err != nil:
+	if !wholeNumber.MatchString(pos[1]) {
+		// Quoted: a value such as "5\n", printed bare, would break the message's line.
 		return f.usagef("N %q is not a whole number: give 0 (halt) to %d", pos[1], maxN)
+	}
+	// A whole number beyond int's range reads as int's nearest end, which is out of range here too.
+	n, _ := strconv.Atoi(pos[1])
+	switch {
+	case n > maxN:
+		return f.usagef("N %s is too large for %s: give 0 (halt) to %d", pos[1], what, maxN)
+	case n < 0:
+		return f.usagef("N %s is negative: give 0 (halt) to %d", pos[1], maxN)
 	}
 	switch {
 	case key != nil:
