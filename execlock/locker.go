@@ -40,6 +40,17 @@ func New(cfg *Config) (*Locker, error) {
 	pools := make([]redis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
 		pools[i] = goredis.NewPool(n)
+		if c.NoPipelining {
+			continue
+		}
+		// The node's pipeliner is shared by every user of the client and ends when the client
+		// is closed, which is the caller's to do (Close leaves it running for that reason).
+		ap, err := n.AutoPipeline()
+		if err != nil {
+			return nil, fmt.Errorf("%w Config.Nodes[%d] (%s): automatic pipelining: %w (set NoPipelining to do without)",
+				ErrInvalid, i, n.Options().Addr, err)
+		}
+		pools[i] = goredis.NewPool(ap)
 	}
 	return &Locker{cfg: c, pools: pools, quorum: len(pools)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout),
 		workers: newWorkers()}, nil

@@ -129,37 +129,53 @@ func randomHex(n int) string {
 }
 
 // lockHook counts the lock commands the dispatchers send: SET NX (an acquire attempt on one node;
-// nil means another holder had the key) and the scripts redsync runs to release and extend.
+// nil means another holder had the key) and the scripts redsync runs to release and extend. The
+// Locker sends them in pipelines (execlock's automatic pipelining): a pipelined command is counted
+// as one command, and its time is its pipeline's.
 type lockHook struct {
 	setNX, setNXTaken, scripts, errs atomic.Int64
 	setNXTime, scriptTime            atomic.Int64 // nanoseconds
+	pipelines                        atomic.Int64
 }
 
 func (h *lockHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *lockHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		start := time.Now()
+		err := next(ctx, cmds)
+		d := int64(time.Since(start))
+		h.pipelines.Add(1)
+		for _, cmd := range cmds {
+			h.count(cmd, cmd.Err(), d)
+		}
+		return err
+	}
 }
 
 func (h *lockHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		start := time.Now()
 		err := next(ctx, cmd)
-		d := int64(time.Since(start))
-		if err != nil && !errors.Is(err, redis.Nil) {
-			h.errs.Add(1)
-		}
-		switch cmd.Name() {
-		case "set":
-			h.setNX.Add(1)
-			h.setNXTime.Add(d)
-			if b, ok := cmd.(*redis.BoolCmd); ok && err == nil && !b.Val() {
-				h.setNXTaken.Add(1)
-			}
-		case "evalsha", "eval":
-			h.scripts.Add(1)
-			h.scriptTime.Add(d)
-		}
+		h.count(cmd, err, int64(time.Since(start)))
 		return err
+	}
+}
+
+// count records one command that took d nanoseconds (its pipeline's time, if pipelined).
+func (h *lockHook) count(cmd redis.Cmder, err error, d int64) {
+	if err != nil && !errors.Is(err, redis.Nil) {
+		h.errs.Add(1)
+	}
+	switch cmd.Name() {
+	case "set":
+		h.setNX.Add(1)
+		h.setNXTime.Add(d)
+		if b, ok := cmd.(*redis.BoolCmd); ok && err == nil && !b.Val() {
+			h.setNXTaken.Add(1)
+		}
+	case "evalsha", "eval":
+		h.scripts.Add(1)
+		h.scriptTime.Add(d)
 	}
 }
