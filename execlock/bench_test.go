@@ -2,6 +2,8 @@ package execlock
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -12,54 +14,62 @@ import (
 // BenchmarkJobLockCycle measures the Redis side of one keyed job alone, as the dispatcher does it:
 // the queue lock taken when the job is claimed, the execution lock taken when it starts, the queue
 // lock given back, and the execution lock given back when it ends: four calls per node. Jobs run in
-// parallel (GOMAXPROCS x 8 goroutines: 16 here, as many as a dispatcher's claim pass takes queue locks at once) over distinct keys, so no call
-// waits for another's lock. Its jobs/s is the most a dispatcher could start and finish with nothing
-// else to do: the ceiling Redis and its client put on the unique and slots scenarios of
-// jobpipe bench, with 1 and 3 nodes.
+// parallel over distinct keys, so no call waits for another's lock: 16 at a time (GOMAXPROCS x 8
+// goroutines here, the queue locks of a small claim pass) and 128 (a dispatcher of 100 workers with
+// a claim pass under way), each with the Locker's pipelining and without it. Its jobs/s is the most a
+// dispatcher could start and finish with nothing else to do: the ceiling Redis and its client put on
+// the unique and slots scenarios of jobpipe bench, with 1 and 3 nodes.
 func BenchmarkJobLockCycle(b *testing.B) {
 	for _, n := range []int{1, 3} {
-		b.Run(strconv.Itoa(n)+"-nodes", func(b *testing.B) {
-			nodes := testenv.StartRedisNodes(b, n)
-			addrs := make([]string, n)
-			for i, nd := range nodes {
-				addrs[i] = nd.Addr
+		for _, perProc := range []int{8, 64} {
+			for _, pipelining := range []bool{true, false} {
+				name := fmt.Sprintf("%d-nodes/%d-at-once/pipelining=%t", n, perProc*runtime.GOMAXPROCS(0), pipelining)
+				b.Run(name, func(b *testing.B) { benchLockCycle(b, n, perProc, pipelining) })
 			}
-			clients, err := NewClients(addrs...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = closeAll(clients) })
-			l, err := New(&Config{Nodes: clients, NodeName: "bench"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(l.Close)
-			ctx := context.Background()
-			var next atomic.Int64
-			b.SetParallelism(8)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					key := strconv.FormatInt(next.Add(1), 10)
-					q, err := l.TryQueue(ctx, "bench", key, 0)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					x, err := l.TryExec(ctx, "bench", key, 0)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if err := q.Release(ctx); err != nil {
-						b.Error(err)
-					}
-					if err := x.Release(ctx); err != nil {
-						b.Error(err)
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
-		})
+		}
 	}
+}
+
+func benchLockCycle(b *testing.B, n, perProc int, pipelining bool) {
+	nodes := testenv.StartRedisNodes(b, n)
+	addrs := make([]string, n)
+	for i, nd := range nodes {
+		addrs[i] = nd.Addr
+	}
+	clients, err := NewClients(addrs...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = closeAll(clients) })
+	l, err := New(&Config{Nodes: clients, NodeName: "bench", NoPipelining: !pipelining})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(l.Close)
+	ctx := context.Background()
+	var next atomic.Int64
+	b.SetParallelism(perProc)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			key := strconv.FormatInt(next.Add(1), 10)
+			q, err := l.TryQueue(ctx, "bench", key, 0)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			x, err := l.TryExec(ctx, "bench", key, 0)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := q.Release(ctx); err != nil {
+				b.Error(err)
+			}
+			if err := x.Release(ctx); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
