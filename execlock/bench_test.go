@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-
-	"github.com/jobpipe/jobpipe/internal/testenv"
 )
 
 // BenchmarkJobLockCycle measures the Redis side of one keyed job alone, as the dispatcher does it:
@@ -31,21 +29,10 @@ func BenchmarkJobLockCycle(b *testing.B) {
 }
 
 func benchLockCycle(b *testing.B, n, perProc int, pipelining bool) {
-	nodes := testenv.StartRedisNodes(b, n)
-	addrs := make([]string, n)
-	for i, nd := range nodes {
-		addrs[i] = nd.Addr
-	}
-	clients, err := NewClients(addrs...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = closeAll(clients) })
-	l, err := New(&Config{Nodes: clients, NodeName: "bench", NoPipelining: !pipelining})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(l.Close)
+	l := setup(b, n, func(c *Config) {
+		c.NodeName = "bench"
+		c.NoPipelining = !pipelining
+	}).locker
 	ctx := context.Background()
 	var next atomic.Int64
 	b.SetParallelism(perProc)

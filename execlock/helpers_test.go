@@ -20,7 +20,7 @@ type bundle struct {
 
 // setup starts n redis-server processes for t and a Locker over them. mutate, when not nil,
 // adjusts the Config before New.
-func setup(t *testing.T, n int, mutate func(*Config)) *bundle {
+func setup(t testing.TB, n int, mutate func(*Config)) *bundle {
 	t.Helper()
 	nodes := testenv.StartRedisNodes(t, n)
 	addrs := make([]string, n)
