@@ -135,7 +135,9 @@ func randomHex(n int) string {
 type lockHook struct {
 	setNX, setNXTaken, scripts, errs atomic.Int64
 	setNXTime, scriptTime            atomic.Int64 // nanoseconds
-	pipelines                        atomic.Int64
+	// Round trips that carried the lock commands: pipelines, and commands sent alone (a lone
+	// command leaves the pipeliner at once, as a command of its own).
+	pipelines, alone atomic.Int64
 }
 
 func (h *lockHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -145,9 +147,12 @@ func (h *lockHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		start := time.Now()
 		err := next(ctx, cmds)
 		d := int64(time.Since(start))
-		h.pipelines.Add(1)
+		locks := 0
 		for _, cmd := range cmds {
-			h.count(cmd, cmd.Err(), d)
+			locks += h.count(cmd, cmd.Err(), d)
+		}
+		if locks > 0 {
+			h.pipelines.Add(1)
 		}
 		return err
 	}
@@ -157,13 +162,14 @@ func (h *lockHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		start := time.Now()
 		err := next(ctx, cmd)
-		h.count(cmd, err, int64(time.Since(start)))
+		h.alone.Add(int64(h.count(cmd, err, int64(time.Since(start)))))
 		return err
 	}
 }
 
-// count records one command that took d nanoseconds (its pipeline's time, if pipelined).
-func (h *lockHook) count(cmd redis.Cmder, err error, d int64) {
+// count records one command that took d nanoseconds (its pipeline's time, if pipelined), and
+// returns 1 if it was a lock command, else 0.
+func (h *lockHook) count(cmd redis.Cmder, err error, d int64) int {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		h.errs.Add(1)
 	}
@@ -174,8 +180,11 @@ func (h *lockHook) count(cmd redis.Cmder, err error, d int64) {
 		if b, ok := cmd.(*redis.BoolCmd); ok && err == nil && !b.Val() {
 			h.setNXTaken.Add(1)
 		}
+		return 1
 	case "evalsha", "eval":
 		h.scripts.Add(1)
 		h.scriptTime.Add(d)
+		return 1
 	}
+	return 0
 }

@@ -102,7 +102,7 @@ func runUnique(ctx context.Context, s *session) error {
 	acc.resultPairs(r)
 	r.Details["dispatcher_stats"] = st
 	r.Details["redis"] = map[string]any{"set_nx": h.setNX.Load(), "set_nx_taken": h.setNXTaken.Load(),
-		"scripts": h.scripts.Load(), "pipelines": h.pipelines.Load(), "errors": h.errs.Load(), "set_nx_seconds": time.Duration(h.setNXTime.Load()).Seconds(),
+		"scripts": h.scripts.Load(), "pipelines": h.pipelines.Load(), "sent_alone": h.alone.Load(), "errors": h.errs.Load(), "set_nx_seconds": time.Duration(h.setNXTime.Load()).Seconds(),
 		"script_seconds": time.Duration(h.scriptTime.Load()).Seconds(), "leftover_keys": leftover}
 	target := fmt.Sprintf(">= %d jobs/s", uniqueTargets[len(s.redis.nodes)])
 	if _, ok := uniqueTargets[len(s.redis.nodes)]; !ok {
@@ -119,7 +119,7 @@ func runUnique(ctx context.Context, s *session) error {
 		{"claims refused by the database / leases lost", fmt.Sprintf("%d / %d", st.ClaimsRefused, st.LeasesLost), "0 / 0"},
 		{"SET NX sent to nodes / refused (taken)", fmt.Sprintf("%d / %d", h.setNX.Load(), h.setNXTaken.Load()), ""},
 		{"release/extend scripts sent to nodes", format(h.scripts.Load()), ""},
-		{"pipelines that carried them (round trips)", format(h.pipelines.Load()), ""},
+		{"round trips that carried them: pipelines / commands alone", fmt.Sprintf("%d / %d", h.pipelines.Load(), h.alone.Load()), ""},
 		{"Redis time: SET NX / scripts (sum over calls)", fmt.Sprintf("%.1f s / %.1f s",
 			time.Duration(h.setNXTime.Load()).Seconds(), time.Duration(h.scriptTime.Load()).Seconds()), ""},
 		{"Redis command errors", format(h.errs.Load()), "0"},
