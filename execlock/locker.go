@@ -13,6 +13,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	goredislib "github.com/redis/go-redis/v9"
 )
 
 // Locker takes queue and execution locks on a quorum of Redis nodes. It is safe for concurrent
@@ -39,18 +40,18 @@ func New(cfg *Config) (*Locker, error) {
 	c.Nodes = slices.Clone(c.Nodes) // the caller may reuse its slice
 	pools := make([]redis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
-		pools[i] = goredis.NewPool(n)
-		if c.NoPipelining {
-			continue
+		var client goredislib.UniversalClient = n
+		if !c.NoPipelining {
+			// The node's pipeliner is shared by every user of the client and ends when the client
+			// is closed, which is the caller's to do (Close leaves it running for that reason).
+			ap, err := n.AutoPipeline()
+			if err != nil {
+				return nil, fmt.Errorf("%w Config.Nodes[%d] (%s): automatic pipelining: %w (set NoPipelining to do without)",
+					ErrInvalid, i, n.Options().Addr, err)
+			}
+			client = ap
 		}
-		// The node's pipeliner is shared by every user of the client and ends when the client
-		// is closed, which is the caller's to do (Close leaves it running for that reason).
-		ap, err := n.AutoPipeline()
-		if err != nil {
-			return nil, fmt.Errorf("%w Config.Nodes[%d] (%s): automatic pipelining: %w (set NoPipelining to do without)",
-				ErrInvalid, i, n.Options().Addr, err)
-		}
-		pools[i] = goredis.NewPool(ap)
+		pools[i] = goredis.NewPool(client)
 	}
 	return &Locker{cfg: c, pools: pools, quorum: len(pools)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout),
 		workers: newWorkers()}, nil
