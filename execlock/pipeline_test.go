@@ -53,7 +53,7 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 		t.Run("pipelining="+strconv.FormatBool(pipelining), func(t *testing.T) {
 			hook := &commandCounter{}
 			b := setup(t, 1, func(c *Config) {
-				c.NoPipelining = !pipelining
+				c.Pipelining = pipelining
 				c.Nodes[0].AddHook(hook)
 			})
 			ctx := context.Background()
@@ -110,16 +110,16 @@ func TestNewRefusesAClientThatCannotPipeline(t *testing.T) {
 		AutoPipelineOptions: &redis.AutoPipelineOptions{MaxConcurrentBatches: 4}, // parallel batches need Unordered
 	})
 	t.Cleanup(func() { _ = c.Close() })
-	_, err := New(&Config{Nodes: []*redis.Client{c}})
+	_, err := New(&Config{Nodes: []*redis.Client{c}, Pipelining: true})
 	wantErr(t, "New", err, ErrInvalid)
-	for _, part := range []string{"Config.Nodes[0] (127.0.0.1:1)", "automatic pipelining", "NoPipelining"} {
+	for _, part := range []string{"Config.Nodes[0] (127.0.0.1:1)", "automatic pipelining", "Pipelining off"} {
 		if !strings.Contains(err.Error(), part) {
 			t.Fatalf("New: %v; want it to mention %q", err, part)
 		}
 	}
-	l, err := New(&Config{Nodes: []*redis.Client{c}, NoPipelining: true})
+	l, err := New(&Config{Nodes: []*redis.Client{c}})
 	if err != nil {
-		t.Fatalf("New with NoPipelining: %v", err)
+		t.Fatalf("New without pipelining: %v", err)
 	}
 	l.Close()
 }

@@ -46,7 +46,8 @@ func (s *session) startFleet(ctx context.Context, n int, label string, locks boo
 		}
 		d, err := dispatcher.New(dispatcher.Config{
 			DB: pool, Redis: clients, RedisPrefix: s.redisPrefix(), NodeName: fmt.Sprintf("bench-%s-%d", label, i),
-			Concurrency: s.opts.Workers, ClaimBatch: s.opts.ClaimBatch, Logger: s.logger,
+			PipelineLocks: true, // the measured configuration: docs/benchmarks.md, build L
+			Concurrency:   s.opts.Workers, ClaimBatch: s.opts.ClaimBatch, Logger: s.logger,
 		})
 		if err != nil {
 			return nil, err
