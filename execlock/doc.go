@@ -83,9 +83,8 @@
 // A dispatcher takes dozens of queue locks in one claim pass and its workers take and release
 // execution locks at the same time: four commands per keyed job and node. With Config.Pipelining
 // the Locker sends each node's commands through the client's automatic pipeliner (go-redis's
-// AutoPipeline):
-// a command that arrives while a batch is on the wire leaves with the next batch, in one write
-// and one read, and a lone command goes out at once. The commands and their order per lock are
+// AutoPipeline): a command that arrives while a batch is on the wire leaves with the next batch,
+// in one write and one read, and a lone command goes out at once. The commands and their order per lock are
 // the same as without it, so Redlock's quorum, validity and clean-up are unchanged; the cost per
 // command falls (the unique benchmark: 4.4k keyed jobs/s instead of 3.4k on one node, 2.9k
 // instead of 1.8k on three; docs/benchmarks.md). A pipelined command outlives its call's deadline
