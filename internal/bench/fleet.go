@@ -24,6 +24,10 @@ type fleet struct {
 
 // startFleet starts n dispatchers named label-0, label-1..., registering the kinds through reg. With
 // locks set, each gets its own clients of the run's Redis nodes.
+// lockPipelining is the dispatchers' Config.PipelineLocks: on, the configuration docs/benchmarks.md
+// measures for the keyed scenarios (build L).
+const lockPipelining = true
+
 func (s *session) startFleet(ctx context.Context, n int, label string, locks bool, reg func(*dispatcher.Dispatcher) error) (f *fleet, err error) {
 	f = &fleet{}
 	defer func() {
@@ -46,7 +50,7 @@ func (s *session) startFleet(ctx context.Context, n int, label string, locks boo
 		}
 		d, err := dispatcher.New(dispatcher.Config{
 			DB: pool, Redis: clients, RedisPrefix: s.redisPrefix(), NodeName: fmt.Sprintf("bench-%s-%d", label, i),
-			PipelineLocks: true, // the measured configuration: docs/benchmarks.md, build L
+			PipelineLocks: lockPipelining,
 			Concurrency:   s.opts.Workers, ClaimBatch: s.opts.ClaimBatch, Logger: s.logger,
 		})
 		if err != nil {
