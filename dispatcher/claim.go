@@ -171,10 +171,10 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int)
 // lockParallelism is how many keys' queue locks a claim pass takes at once. Each lock is a round trip
 // to the Redis nodes; a pass over 100 keys taking them one after another would hold its row locks
 // for 100 round trips. Without pipelining, more at once only queue for the client's connections
-// (BenchmarkJobLockCycle: 128 at once did fewer cycles than 16). With Config.PipelineLocks the
-// Locker pipelines the commands of concurrent calls, so the locks of a whole pass share a few round
-// trips: with 16 at a time, a pass of 65 keys waited for four in turn (unique: 4,039 jobs/s against
-// 4,648 with every key at once).
+// (BenchmarkJobLockCycle: 128 at once did fewer cycles than 16). By default (unless
+// Config.DisableLockPipelining) the Locker pipelines the commands of concurrent calls, so the locks
+// of a whole pass share a few round trips: with 16 at a time, a pass of 65 keys waited for four in
+// turn (unique: 4,039 jobs/s against 4,648 with every key at once).
 const (
 	lockParallelism          = 16
 	pipelinedLockParallelism = 128
@@ -200,7 +200,7 @@ func (k *kindRunner) lockHeads(ctx context.Context, heads []head) []*execlock.Lo
 	close(next)
 	var wg sync.WaitGroup
 	parallel := lockParallelism
-	if k.d.cfg.PipelineLocks {
+	if !k.d.cfg.DisableLockPipelining {
 		parallel = pipelinedLockParallelism
 	}
 	for range min(parallel, len(order)) {

@@ -22,11 +22,12 @@ type Config struct {
 	Redis []*redis.Client
 	// RedisPrefix prefixes every lock key. Default "jobpipe:lock:".
 	RedisPrefix string
-	// PipelineLocks sends the lock commands of all this dispatcher's claims and workers to each
-	// node in automatic pipelines (execlock.Config.Pipelining, which says why it is off by
-	// default): the queue locks of a claim pass share a round trip or two, and keyed kinds run
-	// 30-60% more jobs/s on 2 cores (docs/benchmarks.md).
-	PipelineLocks bool
+	// DisableLockPipelining sends each lock command on a round trip of its own
+	// (execlock.Config.DisablePipelining). By default the lock commands of all this dispatcher's
+	// claims and workers go to each node in automatic pipelines: the queue locks of a claim pass
+	// share a round trip or two, and keyed kinds run 30-60% more jobs/s on 2 cores
+	// (docs/benchmarks.md).
+	DisableLockPipelining bool
 	// NodeName names this dispatcher in leases, locks and logs. Default hostname:pid.
 	NodeName string
 	// Concurrency is how many jobs of one kind run at once in this dispatcher, unless the kind sets

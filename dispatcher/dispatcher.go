@@ -48,7 +48,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d := &Dispatcher{cfg: cfg, logger: cfg.Logger, kinds: map[string]*kindRunner{}}
 	if len(cfg.Redis) > 0 {
 		locker, err := execlock.New(&execlock.Config{Nodes: cfg.Redis, Prefix: cfg.RedisPrefix,
-			ExecTTL: cfg.LeaseTTL, QueueTTL: cfg.LeaseTTL, NodeName: cfg.NodeName, Pipelining: cfg.PipelineLocks})
+			ExecTTL: cfg.LeaseTTL, QueueTTL: cfg.LeaseTTL, NodeName: cfg.NodeName, DisablePipelining: cfg.DisableLockPipelining})
 		if err != nil {
 			return nil, fmt.Errorf("dispatcher: %w", err)
 		}

@@ -31,7 +31,7 @@ func BenchmarkJobLockCycle(b *testing.B) {
 func benchLockCycle(b *testing.B, n, perProc int, pipelining bool) {
 	l := setup(b, n, func(c *Config) {
 		c.NodeName = "bench"
-		c.Pipelining = pipelining
+		c.DisablePipelining = !pipelining
 	}).locker
 	ctx := context.Background()
 	var next atomic.Int64

@@ -56,19 +56,19 @@ type Config struct {
 	// the shorter TTL. Default DefaultCallTimeout (1 s), or a quarter of the shorter TTL when
 	// that is less.
 	CallTimeout time.Duration
-	// Pipelining sends the commands of all the Locker's calls to one node, from every goroutine,
+	// DisablePipelining sends each lock command to its node on a round trip of its own. By
+	// default the commands of all the Locker's calls to one node, from every goroutine, go
 	// through the node client's automatic pipeliner (go-redis's AutoPipeline): the commands that
 	// arrive while one batch is on the wire leave together as the next, in one write and one
-	// read. Each lock call still makes the same commands, so Redlock's rules (quorum, validity,
-	// clean-up) are unchanged; what changes is their cost under load: a dispatcher that claims
-	// many keyed jobs at once needs a fraction of the system calls, and a node many fewer reads
-	// and writes (unique: 30-60% more jobs/s, docs/benchmarks.md). Off by default, because of
-	// what happens when a node stalls: a pipelined command is bounded by the client's
-	// ReadTimeout rather than by its call's deadline, and one of 7 runs of the stalled-node
-	// fault scenario (the only node stopped for 5 s) left a lock key that nobody held after the
-	// node resumed, refusing that key for up to its TTL (the database fence is unaffected).
-	// Without it, each command goes on a round trip of its own.
-	Pipelining bool
+	// read. Each lock call still makes the same commands, in the same order per lock, so
+	// Redlock's rules (quorum, validity, clean-up) are unchanged; what changes is their cost
+	// under load: a dispatcher that claims many keyed jobs at once needs a fraction of the system
+	// calls, and a node many fewer reads and writes (unique: 30-60% more jobs/s,
+	// docs/benchmarks.md). A pipelined command is bounded by the client's ReadTimeout and
+	// WriteTimeout rather than by its call's deadline: the call returns at its deadline and the
+	// command ends in the background. Disable it for a client whose AutoPipelineOptions are
+	// tuned for other uses of the same client, or to rule it out when diagnosing.
+	DisablePipelining bool
 }
 
 // withDefaults returns a copy of c with zero fields set to their defaults.

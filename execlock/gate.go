@@ -31,6 +31,14 @@ import (
 // deadline (a delete: until CallTimeout after it started). Once a delete has started on a node, a
 // SET NX of the same lock that had not started there is dropped. A delete that fails (the node is
 // down or stalled) goes to the Locker's janitor, which retries it until the node answers.
+//
+// A delete that could not even start in time, because an earlier command of its lock still runs
+// on the node (a pipelined command waits for the batches ahead of it, bounded by the client's
+// timeouts, not by its call's deadline), reaches the janitor only once that command has ended:
+// the janitor's deletes do not wait for the gate, and one sent while a SET NX of the same lock
+// still waits in the client would find nothing to delete and leave the SET NX's key behind. And
+// after a SET NX that ended without an answer (which the node may run later, once it answers
+// again), even a successful delete goes to the janitor too, which confirms it (janitor.go).
 
 // errAbandoned is what a dropped SET NX returns; redsync has stopped listening by then.
 var errAbandoned = errors.New("execlock: acquire abandoned: the lock was released on this node first")
@@ -39,6 +47,9 @@ var errAbandoned = errors.New("execlock: acquire abandoned: the lock was release
 type nodeGate struct {
 	turn     chan struct{} // capacity 1: held while a command of this lock runs on this node
 	released bool          // a delete started on this node; guarded by turn
+	// unanswered: a SET NX of this lock ended here without the node's answer, so it may yet run
+	// there (see the janitor's confirmations); guarded by turn.
+	unanswered bool
 }
 
 // gatedPools wraps each node's pool with a fresh gate, for one redsync Mutex. Commands run on w;
@@ -135,7 +146,11 @@ func (c *gatedConn) SetNX(name string, value string, expiry time.Duration) (bool
 			return false, err
 		}
 		defer conn.Close()
-		return conn.SetNX(name, value, expiry)
+		ok, err := conn.SetNX(name, value, expiry)
+		if err != nil {
+			gate.unanswered = true
+		}
+		return ok, err
 	}, nil)
 	ok, _ := v.(bool)
 	return ok, err
@@ -148,10 +163,8 @@ func (c *gatedConn) Eval(script *redis.Script, keysAndArgs ...any) (any, error) 
 	if del {
 		deadline = time.Now().Add(c.pool.deleteTimeout)
 		failed = func(err error) {
-			key, _ := keysAndArgs[0].(string)
-			value, _ := keysAndArgs[1].(string)
-			if c.pool.janitor != nil && !errors.Is(err, goredislib.ErrClosed) {
-				c.pool.janitor.add(c.pool.node, key, value)
+			if !errors.Is(err, goredislib.ErrClosed) {
+				c.pool.deleteLater(keysAndArgs)
 			}
 		}
 	}
@@ -165,8 +178,35 @@ func (c *gatedConn) Eval(script *redis.Script, keysAndArgs ...any) (any, error) 
 			return nil, err
 		}
 		defer conn.Close()
-		return conn.Eval(script, keysAndArgs...)
+		v, err := conn.Eval(script, keysAndArgs...)
+		if del && err == nil && gate.unanswered {
+			c.pool.janitorAdd(keysAndArgs) // to be confirmed
+		}
+		return v, err
 	}, failed)
+}
+
+// deleteLater hands a delete that failed to the janitor, once no other command of its lock runs
+// on this node: the delete may have failed because it never got its turn. Taking the turn marks
+// the lock released here first, so a SET NX still waiting for its turn is not sent.
+func (p *gatedPool) deleteLater(keysAndArgs []any) {
+	p.workers.do(func() {
+		p.gate.turn <- struct{}{}
+		p.gate.released = true
+		<-p.gate.turn
+		p.janitorAdd(keysAndArgs)
+	})
+}
+
+// janitorAdd hands the delete of the lock in redsync's script arguments (key, value) to the
+// janitor.
+func (p *gatedPool) janitorAdd(keysAndArgs []any) {
+	if p.janitor == nil {
+		return
+	}
+	key, _ := keysAndArgs[0].(string)
+	value, _ := keysAndArgs[1].(string)
+	p.janitor.add(p.node, key, value)
 }
 
 func (c *gatedConn) Get(name string) (string, error) {

@@ -16,6 +16,15 @@ import (
 // single node, the key is blocked that long; see TestStalledNodeRecovers). The janitor's
 // compare-and-delete only ever removes the value of a lock this process gave up, so it is safe
 // whenever it lands.
+//
+// A delete that succeeded is sent once more, confirmDelay later. When a node resumes, it runs what
+// was written to it while it was stopped, and not in the order it was written: the connections it
+// had already accepted are read first, those dialled during the stall only once accepted, in a
+// later turn of its event loop, and a large pipeline is read in pieces between other clients'.
+// An old SET NX on a new connection can so land after a delete of the same lock on an old one:
+// the delete finds nothing and succeeds, and the SET NX then creates a lock that nobody holds.
+// By confirmDelay after the first delete's answer the node has read everything written before
+// it, so the second delete removes such a SET NX.
 
 const (
 	// janitorHorizon bounds how long a delete is retried: a node stalled for longer leaves its
@@ -26,6 +35,15 @@ const (
 	maxPendingDeletes = 10000
 )
 
+// confirmDelay is how long after its first success a delete is sent again: a quarter of the
+// janitor's interval (CallTimeout), at least confirmDelayMin. A resumed node reads what was
+// written to it while stopped within a few turns of its event loop, milliseconds.
+func confirmDelay(interval time.Duration) time.Duration {
+	return max(interval/4, confirmDelayMin)
+}
+
+const confirmDelayMin = 20 * time.Millisecond
+
 // deleteScript deletes a key only if it still holds the given value (as redsync's unlock does).
 // It is sent whole (EVAL, not EVALSHA): a node that restarted empty has no script cache.
 const deleteScript = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`
@@ -34,6 +52,10 @@ type pendingDelete struct {
 	node       int
 	key, value string
 	giveUp     time.Time
+	// confirm is set once the delete has succeeded: it is then sent once more, not before
+	// notBefore.
+	confirm   bool
+	notBefore time.Time
 }
 
 type janitor struct {
@@ -68,10 +90,11 @@ func (j *janitor) add(node int, key, value string) {
 	}
 }
 
-// run sweeps every interval until nothing is pending or the janitor is closed.
+// run sweeps every interval (sooner when a confirmation is due) until nothing is pending or the
+// janitor is closed.
 func (j *janitor) run() {
 	defer j.wg.Done()
-	t := time.NewTicker(j.interval)
+	t := time.NewTimer(j.interval)
 	defer t.Stop()
 	for {
 		select {
@@ -96,29 +119,51 @@ func (j *janitor) run() {
 			j.mu.Unlock()
 			return
 		}
+		t.Reset(j.nextSweep())
 		j.mu.Unlock()
 	}
 }
 
-// sweep tries every delete of batch, one pipeline per node, and returns those to try again.
+// nextSweep returns how long to wait for the next sweep: the interval, or less when every pending
+// delete is a confirmation due sooner. Called with mu held.
+func (j *janitor) nextSweep() time.Duration {
+	wait := j.interval
+	due := time.Time{}
+	for _, d := range j.pending {
+		if !d.confirm {
+			return wait
+		}
+		if due.IsZero() || d.notBefore.Before(due) {
+			due = d.notBefore
+		}
+	}
+	return min(wait, max(time.Until(due), 0))
+}
+
+// sweep tries every delete of batch that is due, one pipeline per node, and returns those to
+// try again: the failed ones, the confirmations of the first successes, and the ones not due.
 func (j *janitor) sweep(batch []pendingDelete) []pendingDelete {
 	byNode := map[int][]pendingDelete{}
 	now := time.Now()
+	var left []pendingDelete
 	for _, d := range batch {
-		if now.Before(d.giveUp) {
+		switch {
+		case !now.Before(d.giveUp):
+		case d.confirm && now.Before(d.notBefore):
+			left = append(left, d)
+		default:
 			byNode[d.node] = append(byNode[d.node], d)
 		}
 	}
 	var (
-		mu   sync.Mutex
-		left []pendingDelete
-		wg   sync.WaitGroup
+		mu sync.Mutex
+		wg sync.WaitGroup
 	)
 	for node, ds := range byNode {
 		wg.Go(func() {
-			if failed := j.deleteOn(node, ds); len(failed) > 0 {
+			if again := j.deleteOn(node, ds); len(again) > 0 {
 				mu.Lock()
-				left = append(left, failed...)
+				left = append(left, again...)
 				mu.Unlock()
 			}
 		})
@@ -127,7 +172,8 @@ func (j *janitor) sweep(batch []pendingDelete) []pendingDelete {
 	return left
 }
 
-// deleteOn runs ds on one node and returns the deletes that did not get an answer.
+// deleteOn runs ds on one node and returns what is left of them: those that did not get an
+// answer, to try again, and a confirmation of each first success.
 func (j *janitor) deleteOn(node int, ds []pendingDelete) []pendingDelete {
 	ctx, cancel := context.WithTimeout(context.Background(), j.interval)
 	defer cancel()
@@ -142,13 +188,20 @@ func (j *janitor) deleteOn(node int, ds []pendingDelete) []pendingDelete {
 	if errors.Is(err, redis.ErrClosed) {
 		return nil // the client is gone: nothing more to do
 	}
-	var failed []pendingDelete
+	var again []pendingDelete
+	answered := time.Now()
 	for i, cmd := range cmds {
-		if cmd.Err() != nil {
-			failed = append(failed, ds[i])
+		d := ds[i]
+		switch {
+		case cmd.Err() != nil:
+			d.confirm = false // the node is gone again: the next success needs its own confirmation
+			again = append(again, d)
+		case !d.confirm:
+			d.confirm, d.notBefore = true, answered.Add(confirmDelay(j.interval))
+			again = append(again, d)
 		}
 	}
-	return failed
+	return again
 }
 
 // close stops sweeping and drops what is pending.
@@ -163,7 +216,7 @@ func (j *janitor) close() {
 	j.wg.Wait()
 }
 
-// pendingCount returns how many deletes wait for their node.
+// pendingCount returns how many deletes wait for their node or for their confirmation.
 func (j *janitor) pendingCount() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -41,12 +41,12 @@ func New(cfg *Config) (*Locker, error) {
 	pools := make([]redis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
 		var client goredislib.UniversalClient = n
-		if c.Pipelining {
+		if !c.DisablePipelining {
 			// The node's pipeliner is shared by every user of the client and ends when the client
 			// is closed, which is the caller's to do (Close leaves it running for that reason).
 			ap, err := n.AutoPipeline()
 			if err != nil {
-				return nil, fmt.Errorf("%w Config.Nodes[%d] (%s): automatic pipelining: %w (leave Pipelining off to do without)",
+				return nil, fmt.Errorf("%w Config.Nodes[%d] (%s): automatic pipelining: %w (set DisablePipelining to do without)",
 					ErrInvalid, i, n.Options().Addr, err)
 			}
 			client = ap

@@ -53,7 +53,7 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 		t.Run("pipelining="+strconv.FormatBool(pipelining), func(t *testing.T) {
 			hook := &commandCounter{}
 			b := setup(t, 1, func(c *Config) {
-				c.Pipelining = pipelining
+				c.DisablePipelining = !pipelining
 				c.Nodes[0].AddHook(hook)
 			})
 			ctx := context.Background()
@@ -110,14 +110,14 @@ func TestNewRefusesAClientThatCannotPipeline(t *testing.T) {
 		AutoPipelineOptions: &redis.AutoPipelineOptions{MaxConcurrentBatches: 4}, // parallel batches need Unordered
 	})
 	t.Cleanup(func() { _ = c.Close() })
-	_, err := New(&Config{Nodes: []*redis.Client{c}, Pipelining: true})
+	_, err := New(&Config{Nodes: []*redis.Client{c}})
 	wantErr(t, "New", err, ErrInvalid)
-	for _, part := range []string{"Config.Nodes[0] (127.0.0.1:1)", "automatic pipelining", "Pipelining off"} {
+	for _, part := range []string{"Config.Nodes[0] (127.0.0.1:1)", "automatic pipelining", "set DisablePipelining"} {
 		if !strings.Contains(err.Error(), part) {
 			t.Fatalf("New: %v; want it to mention %q", err, part)
 		}
 	}
-	l, err := New(&Config{Nodes: []*redis.Client{c}})
+	l, err := New(&Config{Nodes: []*redis.Client{c}, DisablePipelining: true})
 	if err != nil {
 		t.Fatalf("New without pipelining: %v", err)
 	}
