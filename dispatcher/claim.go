@@ -355,24 +355,42 @@ func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, heads []head, slot
 	return claims, nil
 }
 
-// claimBatch runs one claim inside a savepoint, so a refused claim does not abort tx.
+// claimSavepoint is the savepoint a claim statement runs in.
+const claimSavepoint = "jobpipe_claim"
+
+// claimBatch runs one claim inside a savepoint, so that a refused claim does not abort tx. The
+// savepoint, the claim and the savepoint's release go in one round trip (a pgx batch, pipelined):
+// sent one after another they took three, 1.4 of a keyed pass's 12 ms under unique's load. When the
+// claim fails, tx is rolled back to the savepoint, in a second round trip.
 func (k *kindRunner) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32, firsts []int64) ([]*claimed, error) {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
+	b := &pgx.Batch{}
+	b.Queue("SAVEPOINT " + claimSavepoint)
+	b.Queue(k.sql.claimIDs, ids, slots, k.leaseSeconds(), k.d.cfg.NodeName, firsts)
+	b.Queue("RELEASE SAVEPOINT " + claimSavepoint)
 	sent := time.Now()
-	rows, err := sp.Query(ctx, k.sql.claimIDs, ids, slots, k.leaseSeconds(), k.d.cfg.NodeName, firsts)
-	if err != nil {
-		_ = sp.Rollback(ctx)
-		return nil, err
+	br := tx.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var claims []*claimed
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			claims, err = k.scanClaimed(rows, sent)
+		}
 	}
-	claims, err := k.scanClaimed(rows, sent)
-	if err != nil {
-		_ = sp.Rollback(ctx)
-		return nil, err
+	if err == nil {
+		_, err = br.Exec()
 	}
-	return claims, sp.Commit(ctx)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		return claims, nil
+	}
+	// The claim (or the savepoint) failed, and the statements after it with it: undo the claim.
+	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+claimSavepoint); rerr != nil {
+		return nil, errors.Join(err, fmt.Errorf("dispatcher: undoing a refused claim of %q jobs: %w", k.info.Name, rerr))
+	}
+	return nil, err
 }
 
 // releaseQueueLocks releases the queue locks of claims that will not run.
