@@ -279,10 +279,9 @@ func (k *kindRunner) lockSlot(ctx context.Context, h head, taken []int) (*execlo
 func (k *kindRunner) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) error {
 	var ids []int64
 	for i, h := range heads {
+		heads[i].snapBusy = h.busy
 		if h.limit > 1 {
 			ids = append(ids, h.id)
-		} else {
-			heads[i].snapBusy = heads[i].busy
 		}
 	}
 	if len(ids) == 0 {
@@ -308,7 +307,7 @@ func (k *kindRunner) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) e
 	}
 	for i, h := range heads {
 		if h.limit > 1 {
-			heads[i].snapBusy, heads[i].busy = h.busy, busy[h.id]
+			heads[i].busy = busy[h.id]
 		}
 	}
 	return nil

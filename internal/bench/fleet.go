@@ -24,11 +24,6 @@ type fleet struct {
 
 // startFleet starts n dispatchers named label-0, label-1..., registering the kinds through reg. With
 // locks set, each gets its own clients of the run's Redis nodes.
-// lockPipelining is whether the dispatchers pipeline their lock commands: on, as by default
-// (Config.DisableLockPipelining unset), the configuration docs/benchmarks.md measures for the keyed
-// scenarios since build L.
-const lockPipelining = true
-
 func (s *session) startFleet(ctx context.Context, n int, label string, locks bool, reg func(*dispatcher.Dispatcher) error) (f *fleet, err error) {
 	f = &fleet{}
 	defer func() {
@@ -51,8 +46,7 @@ func (s *session) startFleet(ctx context.Context, n int, label string, locks boo
 		}
 		d, err := dispatcher.New(dispatcher.Config{
 			DB: pool, Redis: clients, RedisPrefix: s.redisPrefix(), NodeName: fmt.Sprintf("bench-%s-%d", label, i),
-			DisableLockPipelining: !lockPipelining,
-			Concurrency:           s.opts.Workers, ClaimBatch: s.opts.ClaimBatch, Logger: s.logger,
+			Concurrency: s.opts.Workers, ClaimBatch: s.opts.ClaimBatch, Logger: s.logger,
 		})
 		if err != nil {
 			return nil, err
