@@ -180,22 +180,27 @@ const (
 	pipelinedLockParallelism = 128
 )
 
-// lockHeads takes a queue lock for each head, keys in parallel and the heads of one key in order,
-// and returns them by head (nil where none was taken). Once a key's head gets no lock, the key's
-// later heads are not tried: they may not start before it, and its free slots are held elsewhere.
+// lockHeads takes a queue lock for each head, all heads at once (up to the pass's parallelism), and
+// returns them by head (nil where none was taken). Each head first tries the free slot its position
+// among the key's waiting jobs ranks (see firstSlot), so the heads of one key start on different
+// slots and need not wait for each other: a pass of 100 heads over ten keys takes one round of lock
+// calls, not ten. A key's head that gets no lock holds back the key's later heads, which may not start
+// before it: their locks are given back.
 func (k *kindRunner) lockHeads(ctx context.Context, heads []head) []*execlock.Lock {
-	byKey := map[string][]int{}
-	var order []string
+	// first[i] is head i's first choice of slot (-1: none free); reserved[key] the first choices of
+	// the key's heads, which the others' fallbacks leave to them.
+	first := make([]int, len(heads))
+	reserved := map[string][]int{}
 	for i, h := range heads {
-		if byKey[h.key] == nil {
-			order = append(order, h.key)
+		first[i] = firstSlot(h)
+		if first[i] >= 0 {
+			reserved[h.key] = append(reserved[h.key], first[i])
 		}
-		byKey[h.key] = append(byKey[h.key], i)
 	}
 	locks := make([]*execlock.Lock, len(heads))
-	next := make(chan string, len(order))
-	for _, key := range order {
-		next <- key
+	next := make(chan int, len(heads))
+	for i := range heads {
+		next <- i
 	}
 	close(next)
 	var wg sync.WaitGroup
@@ -203,32 +208,38 @@ func (k *kindRunner) lockHeads(ctx context.Context, heads []head) []*execlock.Lo
 	if !k.d.cfg.DisableLockPipelining {
 		parallel = pipelinedLockParallelism
 	}
-	for range min(parallel, len(order)) {
+	for range min(parallel, len(heads)) {
 		wg.Go(func() {
-			for key := range next {
-				var taken []int // the slots locked for the key in this pass
-				for _, i := range byKey[key] {
-					lock, err := k.lockSlot(ctx, heads[i], taken)
-					if err != nil {
-						k.d.logger.Debug("dispatcher: no queue lock", "kind", k.info.Name, "key", key, "err", err)
-						break
-					}
-					taken = append(taken, lock.Slot())
-					locks[i] = lock
+			for i := range next {
+				lock, err := k.lockSlot(ctx, heads[i], first[i], reserved[heads[i].key])
+				if err != nil {
+					k.d.logger.Debug("dispatcher: no queue lock", "kind", k.info.Name, "key", heads[i].key, "err", err)
+					continue
 				}
+				locks[i] = lock
 			}
 		})
 	}
 	wg.Wait()
+	// heads is in the kind's order, so a key's heads come in their order too.
+	held := map[string]bool{} // keys with a head that got no lock
+	for i, h := range heads {
+		switch {
+		case locks[i] == nil:
+			held[h.key] = true
+		case held[h.key]:
+			_ = locks[i].Release(ctx)
+			locks[i] = nil
+		}
+	}
 	return locks
 }
 
-// lockSlot takes the queue lock of a free slot of h's key, other than those this pass has locked
-// already. It tries first the free slot whose rank among the key's free slots is h's position among
-// the key's waiting jobs: dispatchers claiming different jobs of a key at the same moment see the
-// same free slots and so start on different ones, instead of colliding in Redis. Then the other free
-// slots, in random order.
-func (k *kindRunner) lockSlot(ctx context.Context, h head, taken []int) (*execlock.Lock, error) {
+// firstSlot is the free slot of h's key whose rank among the key's free slots is h's position among
+// the key's waiting jobs, or -1 when there are fewer free slots. Dispatchers claiming different jobs
+// of a key at the same moment see the same free slots and so start on different ones, instead of
+// colliding in Redis, and so do the heads of one key in one pass.
+func firstSlot(h head) int {
 	limit := min(h.limit, execlock.MaxLimit)
 	busy := make([]bool, limit)
 	for _, s := range h.busy {
@@ -239,25 +250,30 @@ func (k *kindRunner) lockSlot(ctx context.Context, h head, taken []int) (*execlo
 	// The position counts jobs claimed elsewhere since the heads query as waiting, and the fresh
 	// slots count them as running: count them once.
 	rank := h.pos - 1 - max(0, len(h.busy)-len(h.snapBusy))
-	skip := append(slices.Clone(h.busy), taken...)
 	for slot := range limit {
 		if busy[slot] {
 			continue
 		}
-		if rank > 0 {
-			rank--
-			continue
+		if rank == 0 {
+			return slot
 		}
-		if slices.Contains(taken, slot) {
-			break
-		}
-		lock, err := k.d.locker.TryQueue(ctx, k.info.Name, h.key, slot)
+		rank--
+	}
+	return -1
+}
+
+// lockSlot takes the queue lock of a free slot of h's key: first (see firstSlot) when there is one,
+// then, if that is taken or there is none, another free slot in random order, leaving out those
+// reserved as the first choices of the key's other heads in this pass.
+func (k *kindRunner) lockSlot(ctx context.Context, h head, first int, reserved []int) (*execlock.Lock, error) {
+	limit := min(h.limit, execlock.MaxLimit)
+	skip := append(slices.Clone(h.busy), reserved...)
+	if first >= 0 {
+		lock, err := k.d.locker.TryQueue(ctx, k.info.Name, h.key, first)
 		k.observeLock(err)
 		if !errors.Is(err, execlock.ErrTaken) {
 			return lock, err
 		}
-		skip = append(skip, slot)
-		break
 	}
 	lock, err := k.d.locker.TryQueueSlot(ctx, k.info.Name, h.key, limit, skip...)
 	k.observeSlotLock(lock, err, limit, skip)

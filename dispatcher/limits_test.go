@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/limits"
 )
@@ -211,6 +212,51 @@ func enqueueSeqMajor(t *testing.T, b *runBundle, kind *jobinfo.Kind[postSync], k
 	}
 	if _, err := dispatcher.EnqueueMany(context.Background(), b.db, kind, jobs); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A key's first job that cannot get a queue lock holds back the key's second, although the second's
+// slot is free: it may not start before the first. A claim pass locks the heads of a key at once, so
+// the second's lock is taken and must be given back at once: when the first's slot frees, both run
+// at once, which a lock left behind on the second's slot would prevent for its TTL (30 s here).
+func TestHeadWithoutLockHoldsBackItsKey(t *testing.T) {
+	t.Parallel()
+	const limit = 2
+	ctx := context.Background()
+	b := newRun(t)
+	b.cfg.LeaseTTL, b.cfg.RescueInterval = 30*time.Second, 2*time.Second // LeaseTTL is the queue locks' TTL
+	kind := jobinfo.MustDefine[postSync]("post_sync", jobinfo.KeyLimit(limit))
+	createKind(t, b.db, kind)
+	enqueueSeqMajor(t, b, kind, 2, limit) // keys 0 and 1, jobs seq 0 and 1 of each
+	other, err := execlock.New(&execlock.Config{Nodes: b.redis.Clients, Prefix: b.cfg.RedisPrefix, NodeName: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	// Key 1's first job tries slot 0 first (its rank among the free slots), then finds slot 1 left
+	// to its key's second job.
+	held, err := other.TryQueue(ctx, kind.Info().Name, "1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newSlotWatch(t, true)
+	b.start(t, b.cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, w.handler)
+	})
+	t.Cleanup(w.releaseAll) // before the dispatcher's Stop, so that its running jobs return
+	w.waitRunning(t, 0, limit, 10*time.Second)
+	time.Sleep(time.Second) // more passes over key 1
+	if n := countWhere(t, b.db, "post_sync", "blog_id = 1 AND started_at IS NOT NULL"); n != 0 {
+		t.Fatalf("%d jobs of key 1 started while its first job could not get a slot, want 0", n)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.waitRunning(t, 1, limit, 5*time.Second)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if got := fmt.Sprint(w.order[1]); got != "[0 1]" {
+		t.Errorf("key 1 started jobs %s, want [0 1]", got)
 	}
 }
 
