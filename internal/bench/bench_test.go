@@ -179,6 +179,12 @@ func TestSlotsSlowJobs(t *testing.T) {
 
 func TestSlotsAndFairOptions(t *testing.T) {
 	t.Parallel()
+	if u, s := (Options{Scenario: "unique"}).withDefaults(), (Options{Scenario: "slots"}).withDefaults(); u.Workers != s.Workers || u.Workers != 1000 {
+		t.Errorf("unique runs %d workers and slots %d; want 1000 both, so that their rates compare", u.Workers, s.Workers)
+	}
+	if o := (Options{Scenario: "unique", Workers: 64}).withDefaults(); o.Workers != 64 {
+		t.Errorf("unique with --workers 64 runs %d workers", o.Workers)
+	}
 	o := Options{Scenario: "slots"}.withDefaults()
 	if o.Jobs != DefaultSlotsJobs || o.Keys != 100 || o.KeyLimit != 10 || o.Workers != 1000 || o.SlowFraction != 0.01 ||
 		o.Slow != time.Second || o.SlowRun != 20 || o.Schema != "jobpipe_bench_slots" {

@@ -40,7 +40,8 @@ type Options struct {
 	// Dispatchers is a list for herd; the other scenarios take one number.
 	Dispatchers []int
 	// Workers is each dispatcher's Concurrency (slots: default Keys × KeyLimit, so that the key
-	// limits, not the workers, bound what runs); ClaimBatch its ClaimBatch; Pool its pool's MaxConns.
+	// limits, not the workers, bound what runs; unique: DefaultUniqueWorkers); ClaimBatch its
+	// ClaimBatch; Pool its pool's MaxConns.
 	Workers, ClaimBatch, Pool int
 	// KeyLimit is the keyed kind's jobinfo.KeyLimit in slots and fair.
 	KeyLimit int
@@ -119,6 +120,13 @@ const (
 	selectWarmupPasses     = 2
 )
 
+// DefaultUniqueWorkers is unique's Concurrency: slots' default (DefaultSlotsKeys × DefaultKeyLimit),
+// so that the two scenarios BENCHMARKS.md compares run the same number of workers. A unique job holds
+// its worker from its claim to its finish (the execution lock, the handler, the batched finish, the
+// release), about 20 ms on a loaded machine, so 100 workers cap unique near 5,000 jobs/s whatever
+// the dispatcher does (5,004-5,566 jobs/s against 6,416-6,639 at 1,000, side by side).
+const DefaultUniqueWorkers = DefaultSlotsKeys * DefaultKeyLimit
+
 // DefaultHerdDispatchers and DefaultSizes are the sweeps of herd and select.
 var (
 	DefaultHerdDispatchers = []int{1, 3, 5, 7, 10}
@@ -138,6 +146,7 @@ func (o Options) withDefaults() Options {
 	case "unique":
 		def(&o.Jobs, DefaultUniqueJobs)
 		def(&o.Keys, DefaultUniqueKeys)
+		def(&o.Workers, DefaultUniqueWorkers)
 	case "slots":
 		def(&o.Jobs, DefaultSlotsJobs)
 		def(&o.Keys, DefaultSlotsKeys)

@@ -93,6 +93,7 @@ func runUnique(ctx context.Context, s *session) error {
 	r.result("keys", keys)
 	r.result("redis_nodes", len(s.redis.nodes))
 	r.result("dispatchers", o.Dispatchers[0])
+	r.result("workers", o.Workers)
 	r.result("seconds", round(elapsed.Seconds(), 2))
 	r.result("jobs_per_s", perSec)
 	r.result("max_per_key", w.maxRunning.Load())

@@ -87,8 +87,8 @@ flags (defaults in brackets):
   --inflight N         memory: jobs running at once [2000]
   --backlog N          steady: waiting jobs to keep [75000]
   --dispatchers LIST   dispatchers in this process, each with its own pool [herd 1,3,5,7,10; others 1]
-  --workers N          each dispatcher's Concurrency [100; slots keys x key-limit; latency 32;
-                       memory --inflight]
+  --workers N          each dispatcher's Concurrency [100; unique 1000; slots keys x key-limit;
+                       latency 32; memory --inflight]
   --claim-batch N      each dispatcher's ClaimBatch [100]
   --pool N             connections in each dispatcher's pool [8; herd 4]
   --batch N            jobs per EnqueueMany call [10000]
