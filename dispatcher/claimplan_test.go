@@ -80,3 +80,67 @@ func genericPlan(ctx context.Context, t *testing.T, tx pgx.Tx, sql, args string)
 	}
 	return strings.Join(lines, "\n")
 }
+
+type keyedPlanJob struct {
+	K int64 `jobpipe:"k,key"`
+	N int64 `jobpipe:"n"`
+}
+
+// TestKeyedHeadsGenericPlansNeverReadTheTable checks the generic plans of a keyed kind's heads
+// statements, which its claim transaction runs with plan_cache_mode force_generic_plan, so that a
+// connection keeps the plan it made the first time: neither may read the whole table, whether that
+// was at a kind's first jobs, never analyzed, or at 100,000 jobs over 1,000 keys just analyzed.
+func TestKeyedHeadsGenericPlansNeverReadTheTable(t *testing.T) {
+	for _, c := range []struct {
+		jobs    int
+		analyze bool
+	}{{20, false}, {100000, true}} {
+		t.Run(fmt.Sprintf("%d jobs", c.jobs), func(t *testing.T) {
+			ctx := t.Context()
+			s := testenv.NewSchema(t)
+			if err := migrations.Up(ctx, s.Pool); err != nil {
+				t.Fatal(err)
+			}
+			kind := jobinfo.MustDefine[keyedPlanJob]("keyed_plan_job", jobinfo.KeyLimit(3))
+			ddl, err := kind.TableSpec().CreateSQL()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stmts := []string{ddl, fmt.Sprintf("INSERT INTO keyed_plan_job (k, n) SELECT g %% 1000, g FROM generate_series(1, %d) g", c.jobs)}
+			if c.analyze {
+				stmts = append(stmts, "ANALYZE keyed_plan_job")
+			}
+			for _, stmt := range stmts {
+				if _, err := s.Pool.Exec(ctx, stmt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			q := buildSQL(kind.Info())
+			for _, st := range []struct{ name, sql, args string }{
+				{"fast walk", q.headsFast, "100, 3, 500, 'keyed_plan_job'"},
+				{"key scan", q.headsScan, "100, 3, '{1,2}', 'keyed_plan_job'"},
+			} {
+				t.Run(st.name, func(t *testing.T) {
+					conn, err := s.Pool.Acquire(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer conn.Release()
+					// genericPlan prepares "claim" on the connection, for the session.
+					if _, err := conn.Exec(ctx, "DEALLOCATE ALL"); err != nil {
+						t.Fatal(err)
+					}
+					tx, err := conn.Begin(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer tx.Rollback(ctx)
+					plan := genericPlan(ctx, t, tx, st.sql, st.args)
+					if strings.Contains(plan, "Seq Scan on keyed_plan_job") {
+						t.Errorf("the generic plan reads the table sequentially:\n%s", plan)
+					}
+				})
+			}
+		})
+	}
+}

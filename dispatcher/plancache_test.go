@@ -1,0 +1,79 @@
+package dispatcher_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/jobinfo"
+)
+
+// planCounts are how many times the prepared statements of one kind were planned, on every
+// connection of a pool.
+type planCounts struct{ generic, custom int64 }
+
+// A keyed kind's claim transaction plans its heads statements once per connection, and the slots read
+// and the claim as the session does: after a dispatcher has worked a keyed kind, its connections hold
+// the heads statements with generic plans only, and the slots read and the claim with custom plans,
+// which a prepared statement gets in the default mode for its first five executions at least and
+// never when plans are forced generic.
+func TestKeyedClaimPlansItsHeadsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("post_sync", jobinfo.KeyLimit(2))
+	createKind(t, b.db, kind)
+	enqueueSeqMajor(t, b, kind, 10, 6)
+	d := b.start(t, b.cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(context.Context, *dispatcher.Job[postSync]) error { return nil })
+	})
+	waitFor(t, "all processed", 20*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "post_sync", "processed_at IS NOT NULL") == 60, nil
+	})
+	stopNow(t, d)
+	fast, scan := dispatcher.HeadsQueries(kind.Info())
+	var heads, slots, claims planCounts
+	conns := b.db.AcquireAllIdle(ctx)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for _, c := range conns {
+		rows, err := c.Query(ctx, "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stmt string
+		var generic, custom int64
+		for rows.Next() {
+			if err := rows.Scan(&stmt, &generic, &custom); err != nil {
+				t.Fatal(err)
+			}
+			var p *planCounts
+			switch {
+			case stmt == fast || stmt == scan:
+				p = &heads
+			case strings.HasPrefix(stmt, "SELECT t.id, coalesce((SELECT array_agg(e.lock_slot)"):
+				p = &slots
+			case strings.HasPrefix(stmt, "WITH u AS (") && strings.Contains(stmt, "UPDATE "):
+				p = &claims
+			default:
+				continue
+			}
+			p.generic, p.custom = p.generic+generic, p.custom+custom
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if heads.generic == 0 || heads.custom != 0 {
+		t.Errorf("heads statements planned %d times generic, %d custom; want generic only", heads.generic, heads.custom)
+	}
+	if slots.custom == 0 || claims.custom == 0 {
+		t.Errorf("slots reads planned %+v, claims %+v; want custom plans for both (the session's mode)", slots, claims)
+	}
+	t.Logf("plans: heads %+v, slots reads %+v, claims %+v", heads, slots, claims)
+}
