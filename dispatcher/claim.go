@@ -190,8 +190,8 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int)
 	return claims, nil
 }
 
-// lockParallelism is how many keys' queue locks a claim pass takes at once. Each lock is a round trip
-// to the Redis nodes; a pass over 100 keys taking them one after another would hold its row locks
+// lockParallelism is how many heads' queue locks a claim pass takes at once. Each lock is a round trip
+// to the Redis nodes; a pass over 100 heads taking them one after another would hold its row locks
 // for 100 round trips. Without pipelining, more at once only queue for the client's connections
 // (BenchmarkJobLockCycle: 128 at once did fewer cycles than 16). By default (unless
 // Config.DisableLockPipelining) the Locker pipelines the commands of concurrent calls, so the locks

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
@@ -17,6 +18,45 @@ type planJob struct {
 	N int64 `jobpipe:"n"`
 }
 
+type keyedPlanJob struct {
+	K int64 `jobpipe:"k,key"`
+	N int64 `jobpipe:"n"`
+}
+
+// planMoment is a table's state when a connection plans a statement it then keeps the generic plan
+// of: a kind's first jobs, never analyzed, or a large table just analyzed.
+type planMoment struct {
+	jobs    int
+	analyze bool
+}
+
+var planMoments = []planMoment{{20, false}, {100000, true}}
+
+// planTable creates, in a schema of its own, the table of kind holding m.jobs jobs made by insert (a
+// statement with one %d for the count), analyzed if m says so.
+func planTable[T any](t *testing.T, kind *jobinfo.Kind[T], insert string, m planMoment) *pgxpool.Pool {
+	t.Helper()
+	ctx := t.Context()
+	s := testenv.NewSchema(t)
+	if err := migrations.Up(ctx, s.Pool); err != nil {
+		t.Fatal(err)
+	}
+	ddl, err := kind.TableSpec().CreateSQL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := []string{ddl, fmt.Sprintf(insert, m.jobs)}
+	if m.analyze {
+		stmts = append(stmts, "ANALYZE "+kind.Info().Table.Sanitize())
+	}
+	for _, stmt := range stmts {
+		if _, err := s.Pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s.Pool
+}
+
 // TestClaimPlanNeverReadsTheTable checks the plan a pooled connection keeps for a plain kind's claim.
 // pgx prepares it once per connection, and PostgreSQL keeps its generic plan, made with the table's
 // size of that moment, until the table is next analyzed: the plan must not read the whole table
@@ -25,36 +65,11 @@ type planJob struct {
 // waiting jobs just analyzed (where a join of the claimed rows to the table was planned as a hash
 // join over a sequential scan: 100 to 300 ms a claim a few hundred thousand jobs later).
 func TestClaimPlanNeverReadsTheTable(t *testing.T) {
-	for _, c := range []struct {
-		jobs    int
-		analyze bool
-	}{{20, false}, {100000, true}} {
-		t.Run(fmt.Sprintf("%d jobs", c.jobs), func(t *testing.T) {
-			ctx := t.Context()
-			s := testenv.NewSchema(t)
-			if err := migrations.Up(ctx, s.Pool); err != nil {
-				t.Fatal(err)
-			}
+	for _, m := range planMoments {
+		t.Run(fmt.Sprintf("%d jobs", m.jobs), func(t *testing.T) {
 			kind := jobinfo.MustDefine[planJob]("plan_job")
-			ddl, err := kind.TableSpec().CreateSQL()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stmts := []string{ddl, fmt.Sprintf("INSERT INTO plan_job (n) SELECT g FROM generate_series(1, %d) g", c.jobs)}
-			if c.analyze {
-				stmts = append(stmts, "ANALYZE plan_job")
-			}
-			for _, stmt := range stmts {
-				if _, err := s.Pool.Exec(ctx, stmt); err != nil {
-					t.Fatal(err)
-				}
-			}
-			tx, err := s.Pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx)
-			plan := genericPlan(ctx, t, tx, buildSQL(kind.Info()).claimPlain, "1000, 300, 'node', 0")
+			db := planTable(t, kind, "INSERT INTO plan_job (n) SELECT g FROM generate_series(1, %d) g", m)
+			plan := genericPlan(t.Context(), t, db, buildSQL(kind.Info()).claimPlain, "1000, 300, 'node', 0")
 			if strings.Contains(plan, "Seq Scan") {
 				t.Errorf("the claim's generic plan reads the table sequentially:\n%s", plan)
 			}
@@ -62,15 +77,50 @@ func TestClaimPlanNeverReadsTheTable(t *testing.T) {
 	}
 }
 
-// genericPlan returns the generic plan of sql executed with args in tx.
-func genericPlan(ctx context.Context, t *testing.T, tx pgx.Tx, sql, args string) string {
+// TestKeyedHeadsGenericPlansNeverReadTheTable checks the generic plans of a keyed kind's heads
+// statements, which its claim transaction runs with plan_cache_mode force_generic_plan, so that a
+// connection keeps the plan it made the first time: neither may read the whole table, whether that
+// was at a kind's first jobs or at 100,000 jobs over 1,000 keys.
+func TestKeyedHeadsGenericPlansNeverReadTheTable(t *testing.T) {
+	for _, m := range planMoments {
+		t.Run(fmt.Sprintf("%d jobs", m.jobs), func(t *testing.T) {
+			kind := jobinfo.MustDefine[keyedPlanJob]("keyed_plan_job", jobinfo.KeyLimit(3))
+			db := planTable(t, kind, "INSERT INTO keyed_plan_job (k, n) SELECT g %% 1000, g FROM generate_series(1, %d) g", m)
+			q := buildSQL(kind.Info())
+			for _, st := range []struct{ name, sql, args string }{
+				{"fast walk", q.headsFast, "100, 3, 500, 'keyed_plan_job'"},
+				{"key scan", q.headsScan, "100, 3, '{1,2}', 'keyed_plan_job'"},
+			} {
+				if plan := genericPlan(t.Context(), t, db, st.sql, st.args); strings.Contains(plan, "Seq Scan on keyed_plan_job") {
+					t.Errorf("the %s's generic plan reads the table sequentially:\n%s", st.name, plan)
+				}
+			}
+		})
+	}
+}
+
+// genericPlan returns the generic plan of sql executed with args, on a connection of db.
+func genericPlan(ctx context.Context, t *testing.T, db *pgxpool.Pool, sql, args string) string {
 	t.Helper()
-	for _, stmt := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", "PREPARE claim AS " + sql} {
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// A prepared statement outlives its transaction: deallocated after the rollback, before the
+	// connection goes back to the pool.
+	defer conn.Exec(ctx, "DEALLOCATE planned")
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, stmt := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", "PREPARE planned AS " + sql} {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN EXECUTE claim("+args+")")
+	rows, err := tx.Query(ctx, "EXPLAIN EXECUTE planned("+args+")")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,68 +129,4 @@ func genericPlan(ctx context.Context, t *testing.T, tx pgx.Tx, sql, args string)
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
-}
-
-type keyedPlanJob struct {
-	K int64 `jobpipe:"k,key"`
-	N int64 `jobpipe:"n"`
-}
-
-// TestKeyedHeadsGenericPlansNeverReadTheTable checks the generic plans of a keyed kind's heads
-// statements, which its claim transaction runs with plan_cache_mode force_generic_plan, so that a
-// connection keeps the plan it made the first time: neither may read the whole table, whether that
-// was at a kind's first jobs, never analyzed, or at 100,000 jobs over 1,000 keys just analyzed.
-func TestKeyedHeadsGenericPlansNeverReadTheTable(t *testing.T) {
-	for _, c := range []struct {
-		jobs    int
-		analyze bool
-	}{{20, false}, {100000, true}} {
-		t.Run(fmt.Sprintf("%d jobs", c.jobs), func(t *testing.T) {
-			ctx := t.Context()
-			s := testenv.NewSchema(t)
-			if err := migrations.Up(ctx, s.Pool); err != nil {
-				t.Fatal(err)
-			}
-			kind := jobinfo.MustDefine[keyedPlanJob]("keyed_plan_job", jobinfo.KeyLimit(3))
-			ddl, err := kind.TableSpec().CreateSQL()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stmts := []string{ddl, fmt.Sprintf("INSERT INTO keyed_plan_job (k, n) SELECT g %% 1000, g FROM generate_series(1, %d) g", c.jobs)}
-			if c.analyze {
-				stmts = append(stmts, "ANALYZE keyed_plan_job")
-			}
-			for _, stmt := range stmts {
-				if _, err := s.Pool.Exec(ctx, stmt); err != nil {
-					t.Fatal(err)
-				}
-			}
-			q := buildSQL(kind.Info())
-			for _, st := range []struct{ name, sql, args string }{
-				{"fast walk", q.headsFast, "100, 3, 500, 'keyed_plan_job'"},
-				{"key scan", q.headsScan, "100, 3, '{1,2}', 'keyed_plan_job'"},
-			} {
-				t.Run(st.name, func(t *testing.T) {
-					conn, err := s.Pool.Acquire(ctx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer conn.Release()
-					// genericPlan prepares "claim" on the connection, for the session.
-					if _, err := conn.Exec(ctx, "DEALLOCATE ALL"); err != nil {
-						t.Fatal(err)
-					}
-					tx, err := conn.Begin(ctx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer tx.Rollback(ctx)
-					plan := genericPlan(ctx, t, tx, st.sql, st.args)
-					if strings.Contains(plan, "Seq Scan on keyed_plan_job") {
-						t.Errorf("the generic plan reads the table sequentially:\n%s", plan)
-					}
-				})
-			}
-		})
-	}
 }
