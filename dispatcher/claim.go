@@ -206,8 +206,9 @@ const (
 // returns them by head (nil where none was taken). Each head first tries the free slot its position
 // among the key's waiting jobs ranks (see firstSlot), so the heads of one key start on different
 // slots and need not wait for each other: a pass of 100 heads over ten keys takes one round of lock
-// calls, not ten. A key's head that gets no lock holds back the key's later heads, which may not start
-// before it: their locks are given back.
+// calls, not ten. A queue lock is its key's slot, not its job's, so the m locks a key got go to its
+// first m heads: a later head may not start before an earlier one, and a lock taken by a head that
+// then goes without is its earlier sibling's.
 func (k *kindRunner) lockHeads(ctx context.Context, heads []head) []*execlock.Lock {
 	// first[i] is head i's first choice of slot (-1: none free); reserved[key] the first choices of
 	// the key's heads, which the others' fallbacks leave to them.
@@ -244,14 +245,16 @@ func (k *kindRunner) lockHeads(ctx context.Context, heads []head) []*execlock.Lo
 	}
 	wg.Wait()
 	// heads is in the kind's order, so a key's heads come in their order too.
-	held := map[string]bool{} // keys with a head that got no lock
+	got := map[string][]*execlock.Lock{}
 	for i, h := range heads {
-		switch {
-		case locks[i] == nil:
-			held[h.key] = true
-		case held[h.key]:
-			_ = locks[i].Release(ctx)
-			locks[i] = nil
+		if locks[i] != nil {
+			got[h.key] = append(got[h.key], locks[i])
+		}
+	}
+	for i, h := range heads {
+		locks[i] = nil
+		if l := got[h.key]; len(l) > 0 {
+			locks[i], got[h.key] = l[0], l[1:]
 		}
 	}
 	return locks
