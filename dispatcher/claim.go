@@ -273,8 +273,8 @@ func firstSlot(h head) int {
 		}
 	}
 	// The position counts jobs claimed elsewhere since the heads query as waiting, and the fresh
-	// slots count them as running: count them once.
-	rank := h.pos - 1 - max(0, len(h.busy)-len(h.snapBusy))
+	// slots count them as running: count them once. A head they moved to the front ranks first.
+	rank := max(0, h.pos-1-max(0, len(h.busy)-len(h.snapBusy)))
 	for slot := range limit {
 		if busy[slot] {
 			continue
