@@ -142,9 +142,12 @@ func (k *kindRunner) claimedPlain(from int64, claims []*claimed, at time.Time) {
 // TestKeyedHeadsGenericPlansNeverReadTheTable checks their generic plans at a kind's first jobs and
 // at 100,000, and TestKeyedClaimPlansItsHeadsOnce which statements get which plans.
 //
-// The rest of the transaction plans as the session would (plansAsSession goes in the round trip of
-// its next statement): the slots read and the claim look rows up by an id array, which a generic
-// plan made over a kind's first jobs reads sequentially.
+// The statements after the heads plan as the session would (plansAsSession goes in the round trip
+// of the next one, the slots read or the claim, so a limit-10 pass sends it twice, in round trips it
+// makes anyway): they look rows up by an id array, which a generic plan made over a kind's first jobs
+// reads sequentially. Before the heads, a kind with a total limit reads its budget generic too: one
+// row of jobpipe_kind_limits by its primary key and a count without parameters, whose plans do not
+// depend on the table's size.
 const (
 	beginGenericPlans = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"
 	plansAsSession    = "SET LOCAL plan_cache_mode TO DEFAULT"
