@@ -73,7 +73,7 @@ func (p *headPicker) walk(n int) int {
 // pick locks up to n jobs that may start: a fast walk, the widest walk when a shorter one fell short
 // of the backlog, and the key scan when that falls short too. It returns them in the kind's order,
 // and how many the walks found.
-func (p *headPicker) pick(ctx context.Context, tx pgx.Tx, n, keyLimit int) (heads []head, fromWalk int, err error) {
+func (p *headPicker) pick(ctx context.Context, tx querier, n, keyLimit int) (heads []head, fromWalk int, err error) {
 	walk := p.walk(n)
 	heads, walked, picked, err := p.walkHeads(ctx, tx, n, keyLimit, walk)
 	if err == nil && len(heads) < n && walked == walk && walk < widest(n) {
@@ -116,7 +116,7 @@ func (p *headPicker) learn(n, got, walked, picked int) {
 
 // walkHeads runs the fast walk over up to walk waiting jobs. walked is how many it passed and picked
 // how many of them were heads; when it returns no row it cannot tell, and says walk and 0.
-func (p *headPicker) walkHeads(ctx context.Context, tx pgx.Tx, n, keyLimit, walk int) (heads []head, walked, picked int, err error) {
+func (p *headPicker) walkHeads(ctx context.Context, tx querier, n, keyLimit, walk int) (heads []head, walked, picked int, err error) {
 	heads, walked, picked, err = p.query(ctx, tx, p.fast, n, keyLimit, walk, p.kind)
 	if len(heads) == 0 {
 		walked = walk
@@ -126,7 +126,7 @@ func (p *headPicker) walkHeads(ctx context.Context, tx pgx.Tx, n, keyLimit, walk
 
 // query runs a heads statement; walked and picked are the counts its rows end with (the fast walk's
 // length and the heads it found; 0 for the key scan).
-func (p *headPicker) query(ctx context.Context, tx pgx.Tx, sql string, args ...any) (_ []head, walked, picked int, _ error) {
+func (p *headPicker) query(ctx context.Context, tx querier, sql string, args ...any) (_ []head, walked, picked int, _ error) {
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("dispatcher: selecting %q jobs: %w", p.kind, err)
