@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -208,5 +209,46 @@ func TestHeadsPassScansWhenTheWidestWalkFallsShort(t *testing.T) {
 		N int64 `jobpipe:"n"`
 	}]("plain_job").Info()); err == nil || !strings.Contains(err.Error(), "has no concurrency key") {
 		t.Errorf("NewHeadsPass of a kind without a key: err = %v, want one saying it has no concurrency key", err)
+	}
+}
+
+// A pass whose walks found less than half its heads leaves the next three to the key scan alone
+// (the walk would only add its cost), and the pass after them walks again. One whose walks found at
+// least half walks again at once.
+func TestHeadsPassScansAloneWhileTheWalkFindsLittle(t *testing.T) {
+	t.Parallel()
+	keys := make([]int64, 600) // key 0: ids 1-600
+	for k := int64(1); k <= 5; k++ {
+		keys = append(keys, k) // keys 1-5: ids 601-605
+	}
+	f := newHeadsFixture(t, keys)
+	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]int64{1}, idRange(601, 605)...)
+	ids, fromWalk := f.selectHeads(t, pass, 10)
+	checkPass(t, f, "pass 1, the walk finding 1 head of 6", ids, fromWalk, want, 1, 1, 1)
+	for i := 2; i <= 4; i++ {
+		ids, fromWalk = f.selectHeads(t, pass, 10)
+		checkPass(t, f, fmt.Sprintf("pass %d, the key scan alone", i), ids, fromWalk, want, 0, 0, 1)
+	}
+	ids, fromWalk = f.selectHeads(t, pass, 10)
+	checkPass(t, f, "pass 5, walking again", ids, fromWalk, want, 1, 1, 1)
+
+	// Keys 1-5 (ids 1-5) ahead of key 0 (ids 6-605) and keys 6-10 (ids 606-610): the walk finds 6 of
+	// the 11 heads, and every pass walks.
+	keys = []int64{1, 2, 3, 4, 5}
+	keys = append(keys, make([]int64, 600)...)
+	keys = append(keys, 6, 7, 8, 9, 10)
+	f = newHeadsFixture(t, keys)
+	pass, err = dispatcher.NewHeadsPass(f.kind.Info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(idRange(1, 6), idRange(606, 610)...)
+	for i := 1; i <= 2; i++ {
+		ids, fromWalk = f.selectHeads(t, pass, 11)
+		checkPass(t, f, fmt.Sprintf("pass %d of a walk finding 6 heads of 11", i), ids, fromWalk, want, 6, 1, 1)
 	}
 }
