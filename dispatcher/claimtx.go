@@ -102,47 +102,46 @@ func (t *claimTx) commitIn(b *pgx.Batch) { b.Queue("COMMIT") }
 // succeeds the transaction has ended: Commit and Rollback only give the connection back.
 func (t *claimTx) readCommit(br pgx.BatchResults) error {
 	tag, err := br.Exec()
-	if err != nil {
-		return err
+	if err = commitResult(tag, err); err == nil {
+		t.committed = true
 	}
-	// A COMMIT of a transaction that had failed rolls it back and says so.
-	if tag.String() == "ROLLBACK" {
+	return err
+}
+
+// commitResult is the error of a COMMIT that returned tag and err: a COMMIT of a transaction that
+// had failed rolls it back and says so in its tag.
+func commitResult(tag pgconn.CommandTag, err error) error {
+	if err == nil && tag.String() == "ROLLBACK" {
 		return pgx.ErrTxCommitRollback
 	}
-	t.committed = true
-	return nil
+	return err
 }
 
 // Commit commits the transaction unless a batch did (commitIn), and gives the connection back.
 func (t *claimTx) Commit(ctx context.Context) error {
-	if t.released {
-		return nil
-	}
-	defer t.release()
-	if !t.begun || t.committed {
-		return nil
-	}
-	tag, err := t.conn.Exec(ctx, "COMMIT")
-	if err == nil && tag.String() == "ROLLBACK" {
-		err = pgx.ErrTxCommitRollback
-	}
-	return err
+	return commitResult(t.end(ctx, "COMMIT"))
 }
 
 // Rollback rolls the transaction back unless it has ended, and gives the connection back. A
 // connection left inside a transaction (the ROLLBACK failed) is closed by the pool, not reused.
 func (t *claimTx) Rollback(ctx context.Context) error {
-	if t.released {
-		return nil
-	}
-	defer t.release()
-	if !t.begun || t.committed {
-		return nil
-	}
-	if _, err := t.conn.Exec(ctx, "ROLLBACK"); err != nil {
+	if _, err := t.end(ctx, "ROLLBACK"); err != nil {
 		return fmt.Errorf("dispatcher: rolling a claim back: %w", err)
 	}
 	return nil
+}
+
+// end sends sql (COMMIT or ROLLBACK) if the transaction has begun and not ended, then gives the
+// connection back; after the first call it does nothing.
+func (t *claimTx) end(ctx context.Context, sql string) (pgconn.CommandTag, error) {
+	if t.released {
+		return pgconn.CommandTag{}, nil
+	}
+	defer t.release()
+	if !t.begun || t.committed {
+		return pgconn.CommandTag{}, nil
+	}
+	return t.conn.Exec(ctx, sql)
 }
 
 func (t *claimTx) release() {

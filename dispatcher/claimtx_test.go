@@ -77,16 +77,37 @@ func checkReleased(t *testing.T, pool *pgxpool.Pool, tx *claimTx) {
 	}
 }
 
+// commitAndCheck commits tx and fails unless that took wantTrips round trips, gave the connection
+// back, and left exactly wantIDs in the table.
+func commitAndCheck(t *testing.T, pool *pgxpool.Pool, tx *claimTx, trips *roundTrips, what string, wantTrips int64, wantIDs []int32) {
+	t.Helper()
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	checkTrips(t, trips, what, wantTrips)
+	checkReleased(t, pool, tx)
+	if ids := tableIDs(t.Context(), t, pool); !slices.Equal(ids, wantIDs) {
+		t.Fatalf("rows after %s: %v, want %v", what, ids, wantIDs)
+	}
+}
+
+// mustBegin starts a claim transaction on pool.
+func mustBegin(t *testing.T, pool *pgxpool.Pool, begin ...string) *claimTx {
+	t.Helper()
+	tx, err := beginClaim(t.Context(), pool, begin...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
 // TestClaimTxBeginsWithItsFirstStatement checks that the BEGIN statements run before the first
 // statement, in the transaction: a SET LOCAL outside one has no effect.
 func TestClaimTxBeginsWithItsFirstStatement(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool, trips := claimTxTable(t)
-	tx, err := beginClaim(ctx, pool, "BEGIN", genericPlans)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := mustBegin(t, pool, "BEGIN", genericPlans)
 	if status := tx.conn.Conn().PgConn().TxStatus(); status != 'I' {
 		t.Fatalf("transaction status before the first statement %q, want 'I': nothing may be sent yet", status)
 	}
@@ -125,10 +146,7 @@ func TestClaimTxCommitsInItsLastBatch(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool, trips := claimTxTable(t)
-	tx, err := beginClaim(ctx, pool, "BEGIN")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := mustBegin(t, pool, "BEGIN")
 	b := &pgx.Batch{}
 	b.Queue("INSERT INTO t VALUES (1), (2)")
 	tx.commitIn(b)
@@ -148,14 +166,7 @@ func TestClaimTxCommitsInItsLastBatch(t *testing.T) {
 	if status := tx.conn.Conn().PgConn().TxStatus(); status != 'I' {
 		t.Fatalf("transaction status after the batch's COMMIT %q, want 'I'", status)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	checkTrips(t, trips, "a transaction of one batch, with its BEGIN and COMMIT", 1)
-	checkReleased(t, pool, tx)
-	if ids := tableIDs(ctx, t, pool); !slices.Equal(ids, []int32{1, 2}) {
-		t.Fatalf("rows %v, want [1 2]", ids)
-	}
+	commitAndCheck(t, pool, tx, trips, "a transaction of one batch, with its BEGIN and COMMIT", 1, []int32{1, 2})
 }
 
 // TestClaimTxRefusedBatchDoesNotCommit runs claimBatch's sequence with a statement the database
@@ -165,10 +176,7 @@ func TestClaimTxRefusedBatchDoesNotCommit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool, trips := claimTxTable(t)
-	tx, err := beginClaim(ctx, pool, "BEGIN")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := mustBegin(t, pool, "BEGIN")
 	if _, err := tx.Exec(ctx, "INSERT INTO t VALUES (1)"); err != nil {
 		t.Fatal(err)
 	}
@@ -204,14 +212,7 @@ func TestClaimTxRefusedBatchDoesNotCommit(t *testing.T) {
 		t.Fatalf("rows seen outside the transaction before its commit %v, want none", ids)
 	}
 	trips.n.Store(0)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	checkTrips(t, trips, "the commit after the refused batch", 1)
-	checkReleased(t, pool, tx)
-	if ids := tableIDs(ctx, t, pool); !slices.Equal(ids, []int32{1, 2}) {
-		t.Fatalf("rows %v, want [1 2]", ids)
-	}
+	commitAndCheck(t, pool, tx, trips, "the commit after the refused batch", 1, []int32{1, 2})
 }
 
 // TestClaimTxFailedBeginIsReportedAndReleased checks that a BEGIN statement the database refuses
@@ -220,10 +221,7 @@ func TestClaimTxFailedBeginIsReportedAndReleased(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool, _ := claimTxTable(t)
-	tx, err := beginClaim(ctx, pool, "BEGIN", "SET LOCAL jobpipe_no_such_setting TO 1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := mustBegin(t, pool, "BEGIN", "SET LOCAL jobpipe_no_such_setting TO 1")
 	rows, err := tx.Query(ctx, "SELECT 1")
 	if err == nil {
 		_, err = pgx.CollectRows(rows, pgx.RowTo[int32])

@@ -87,6 +87,25 @@ func newHeadsFixture(t *testing.T, keys []int64) *headsFixture {
 	return &headsFixture{db: db, kind: kind, counter: counter}
 }
 
+// newPass returns a heads pass over the fixture's kind that has learned nothing yet.
+func (f *headsFixture) newPass(t *testing.T) *dispatcher.HeadsPass {
+	t.Helper()
+	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pass
+}
+
+// oneKeyFront is 600 jobs of key 0 (ids 1-600), then one job of each of keys 1-5 (ids 601-605).
+func oneKeyFront() []int64 {
+	keys := make([]int64, 600)
+	for k := int64(1); k <= 5; k++ {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
 // selectHeads runs one pass wanting n jobs in a transaction it rolls back, and returns the ids chosen
 // and how many the walks found.
 func (f *headsFixture) selectHeads(t *testing.T, pass *dispatcher.HeadsPass, n int) (ids []int64, fromWalk int) {
@@ -142,10 +161,7 @@ func TestHeadsPassLearnsItsWalk(t *testing.T) {
 	t.Parallel()
 	// 300 keys in turn, 3 jobs each: ids 1-300 are the keys' first jobs.
 	f := newHeadsFixture(t, roundRobin(300, 3))
-	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pass := f.newPass(t)
 	if got := pass.Walk(100); got != 500 {
 		t.Fatalf("first walk for 100 jobs = %d, want the widest, 4×100+100 = 500", got)
 	}
@@ -179,10 +195,7 @@ func TestHeadsPassLearnsItsWalk(t *testing.T) {
 func TestHeadsPassShortBacklogNeedsNoScan(t *testing.T) {
 	t.Parallel()
 	f := newHeadsFixture(t, roundRobin(10, 3))
-	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pass := f.newPass(t)
 	ids, fromWalk := f.selectHeads(t, pass, 100)
 	checkPass(t, f, "pass", ids, fromWalk, idRange(1, 10), 10, 1, 0)
 }
@@ -191,15 +204,8 @@ func TestHeadsPassShortBacklogNeedsNoScan(t *testing.T) {
 // other keys' heads.
 func TestHeadsPassScansWhenTheWidestWalkFallsShort(t *testing.T) {
 	t.Parallel()
-	keys := make([]int64, 600) // key 0: ids 1-600
-	for k := int64(1); k <= 5; k++ {
-		keys = append(keys, k) // keys 1-5: ids 601-605
-	}
-	f := newHeadsFixture(t, keys)
-	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newHeadsFixture(t, oneKeyFront())
+	pass := f.newPass(t)
 	ids, fromWalk := f.selectHeads(t, pass, 10)
 	checkPass(t, f, "pass", ids, fromWalk, append([]int64{1}, idRange(601, 605)...), 1, 1, 1)
 	if got := pass.Walk(10); got != 140 {
@@ -217,15 +223,8 @@ func TestHeadsPassScansWhenTheWidestWalkFallsShort(t *testing.T) {
 // least half walks again at once.
 func TestHeadsPassScansAloneWhileTheWalkFindsLittle(t *testing.T) {
 	t.Parallel()
-	keys := make([]int64, 600) // key 0: ids 1-600
-	for k := int64(1); k <= 5; k++ {
-		keys = append(keys, k) // keys 1-5: ids 601-605
-	}
-	f := newHeadsFixture(t, keys)
-	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newHeadsFixture(t, oneKeyFront())
+	pass := f.newPass(t)
 	want := append([]int64{1}, idRange(601, 605)...)
 	ids, fromWalk := f.selectHeads(t, pass, 10)
 	checkPass(t, f, "pass 1, the walk finding 1 head of 6", ids, fromWalk, want, 1, 1, 1)
@@ -238,14 +237,11 @@ func TestHeadsPassScansAloneWhileTheWalkFindsLittle(t *testing.T) {
 
 	// Keys 1-5 (ids 1-5) ahead of key 0 (ids 6-605) and keys 6-10 (ids 606-610): the walk finds 6 of
 	// the 11 heads, and every pass walks.
-	keys = []int64{1, 2, 3, 4, 5}
+	keys := []int64{1, 2, 3, 4, 5}
 	keys = append(keys, make([]int64, 600)...)
 	keys = append(keys, 6, 7, 8, 9, 10)
 	f = newHeadsFixture(t, keys)
-	pass, err = dispatcher.NewHeadsPass(f.kind.Info())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pass = f.newPass(t)
 	want = append(idRange(1, 6), idRange(606, 610)...)
 	for i := 1; i <= 2; i++ {
 		ids, fromWalk = f.selectHeads(t, pass, 11)
