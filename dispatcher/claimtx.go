@@ -71,9 +71,7 @@ func (t *claimTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 	if t.begun {
 		return t.conn.Query(ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
-	b.Queue(sql, args...)
-	br := t.SendBatch(ctx, b)
+	br := t.sendFirst(ctx, sql, args)
 	rows, err := br.Query()
 	if err != nil {
 		_ = br.Close()
@@ -87,11 +85,17 @@ func (t *claimTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 	if t.begun {
 		return t.conn.Exec(ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
-	b.Queue(sql, args...)
-	br := t.SendBatch(ctx, b)
+	br := t.sendFirst(ctx, sql, args)
 	tag, err := br.Exec()
 	return tag, errors.Join(err, br.Close())
+}
+
+// sendFirst sends the BEGIN statements and sql, the transaction's first statement, in one batch;
+// its results are sql's.
+func (t *claimTx) sendFirst(ctx context.Context, sql string, args []any) pgx.BatchResults {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return t.SendBatch(ctx, b)
 }
 
 // commitIn queues the COMMIT at the end of b, a batch of the transaction's last statements. Read its
