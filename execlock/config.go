@@ -58,9 +58,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// DisablePipelining sends each lock command to its node on a round trip of its own. By
 	// default the commands of all the Locker's calls to one node, from every goroutine, go
-	// through the node client's automatic pipeliner (go-redis's AutoPipeline): the commands that
-	// arrive while one batch is on the wire leave together as the next, in one write and one
-	// read. Each lock call still makes the same commands, in the same order per lock, so
+	// through the node client's deferred automatic pipeliner (go-redis's AsyncAutoPipeline):
+	// the commands that arrive while one batch is on the wire leave together as the next, in
+	// one write and one read. Each lock call still makes the same commands, in the same order per lock, so
 	// Redlock's rules (quorum, validity, clean-up) are unchanged; what changes is their cost
 	// under load: a dispatcher that claims many keyed jobs at once needs a fraction of the system
 	// calls, and a node many fewer reads and writes (unique: 30-60% more jobs/s,

@@ -92,6 +92,15 @@
 // background like the commands above; a delete of the same lock waits for it before going to the
 // janitor. Config.DisablePipelining sends each command on a round trip of its own.
 //
+// The Locker uses each client's deferred pipeliner (AsyncAutoPipeline), on which a command can be
+// queued and its answer awaited until a deadline. A lock command is queued by the goroutine
+// redsync starts for its node, which then waits for the answer; only when the call's round ends
+// first does another goroutine take over the wait (queued.go). The deferred pipeliner has a cost
+// for client hooks: a pipeline hook that reads a command's result (Err, Val, String) before the
+// pipeline has ended makes go-redis parse its goroutine's stack to tell whether it may block, tens
+// of microseconds per command. Hooks on lock nodes should read only command names in the hook and
+// results afterwards, or the Locker should run with DisablePipelining.
+//
 // When a stopped node resumes, it runs what was written to it meanwhile, and not in the order it
 // was written: connections it had already accepted are read before those dialled during the stop,
 // and a large pipeline is read in pieces between other clients'. An old SET NX can so land after

@@ -52,13 +52,20 @@ type nodeGate struct {
 	unanswered bool
 }
 
+// lockNode is how the gates reach one node.
+type lockNode struct {
+	pool redis.Pool
+	// async is the node's deferred pipeliner (queued.go); nil when pipelining is disabled.
+	async *goredislib.AutoPipeliner
+}
+
 // gatedPools wraps each node's pool with a fresh gate, for one redsync Mutex. Commands run on w;
 // deletes run for up to deleteTimeout after their round ended, and those that fail go to j.
-func gatedPools(pools []redis.Pool, deleteTimeout time.Duration, j *janitor, w *workers) []redis.Pool {
-	gated := make([]redis.Pool, len(pools))
-	for i, p := range pools {
+func gatedPools(nodes []lockNode, deleteTimeout time.Duration, j *janitor, w *workers) []redis.Pool {
+	gated := make([]redis.Pool, len(nodes))
+	for i, n := range nodes {
 		gated[i] = &gatedPool{
-			inner: p, node: i, gate: &nodeGate{turn: make(chan struct{}, 1)},
+			inner: n.pool, async: n.async, node: i, gate: &nodeGate{turn: make(chan struct{}, 1)},
 			deleteTimeout: deleteTimeout, janitor: j, workers: w,
 		}
 	}
@@ -67,6 +74,7 @@ func gatedPools(pools []redis.Pool, deleteTimeout time.Duration, j *janitor, w *
 
 type gatedPool struct {
 	inner         redis.Pool
+	async         *goredislib.AutoPipeliner
 	node          int
 	gate          *nodeGate
 	deleteTimeout time.Duration
@@ -137,6 +145,29 @@ func (c *gatedConn) roundDeadline() time.Time {
 }
 
 func (c *gatedConn) SetNX(name string, value string, expiry time.Duration) (bool, error) {
+	if c.pool.async != nil {
+		q := c.newQueuedSetNX(name, value, expiry)
+		err, handled := c.queue(q, queuedOp{
+			before: func(gate *nodeGate) error {
+				if gate.released {
+					return errAbandoned
+				}
+				// The round is over: redsync no longer counts this node's answer.
+				return c.ctx.Err()
+			},
+			after: func(gate *nodeGate, err error) {
+				if err != nil {
+					gate.unanswered = true
+				}
+			},
+		})
+		if handled {
+			if err != nil {
+				return false, err
+			}
+			return q.cmd.(*goredislib.BoolCmd).Val(), nil
+		}
+	}
 	v, err := c.run(c.roundDeadline(), func(ctx context.Context, gate *nodeGate) (any, error) {
 		if gate.released {
 			return false, errAbandoned
@@ -157,16 +188,38 @@ func (c *gatedConn) SetNX(name string, value string, expiry time.Duration) (bool
 }
 
 func (c *gatedConn) Eval(script *redis.Script, keysAndArgs ...any) (any, error) {
-	deadline := c.roundDeadline()
 	var failed func(error)
 	del := isDeleteScript(script)
 	if del {
-		deadline = time.Now().Add(c.pool.deleteTimeout)
 		failed = func(err error) {
 			if !errors.Is(err, goredislib.ErrClosed) {
 				c.pool.deleteLater(keysAndArgs)
 			}
 		}
+	}
+	if c.pool.async != nil {
+		q := c.newQueuedEval(script, keysAndArgs)
+		err, handled := c.queue(q, queuedOp{
+			before: func(gate *nodeGate) error {
+				if del {
+					gate.released = true // as in run's op below
+				}
+				return nil
+			},
+			after: func(gate *nodeGate, err error) {
+				if del && err == nil && gate.unanswered {
+					c.pool.janitorAdd(keysAndArgs) // to be confirmed
+				}
+			},
+			failed: failed,
+		})
+		if handled {
+			return evalResult(q, err)
+		}
+	}
+	deadline := c.roundDeadline()
+	if del {
+		deadline = time.Now().Add(c.pool.deleteTimeout)
 	}
 	return c.run(deadline, func(ctx context.Context, gate *nodeGate) (any, error) {
 		if del {

@@ -11,20 +11,21 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
-	"github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	goredislib "github.com/redis/go-redis/v9"
 )
 
 // Locker takes queue and execution locks on a quorum of Redis nodes. It is safe for concurrent
 // use; the Locks it returns are each safe for concurrent use too.
 type Locker struct {
 	cfg     Config
-	pools   []redis.Pool // one per node, in Config.Nodes order
+	nodes   []lockNode // in Config.Nodes order
 	quorum  int
 	janitor *janitor
 	workers *workers // run the gates' commands
 	stats   counters
+	// queueOpts and execOpts are the redsync Mutex options of each lock type, made once: a
+	// Mutex is made per lock call.
+	queueOpts, execOpts []redsync.Option
 }
 
 // New returns a Locker for cfg, after applying defaults and validating it. Errors wrap
@@ -38,23 +39,39 @@ func New(cfg *Config) (*Locker, error) {
 		return nil, err
 	}
 	c.Nodes = slices.Clone(c.Nodes) // the caller may reuse its slice
-	pools := make([]redis.Pool, len(c.Nodes))
+	nodes := make([]lockNode, len(c.Nodes))
 	for i, n := range c.Nodes {
-		var client goredislib.UniversalClient = n
-		if !c.DisablePipelining {
-			// The node's pipeliner is shared by every user of the client and ends when the client
-			// is closed, which is the caller's to do (Close leaves it running for that reason).
-			ap, err := n.AutoPipeline()
-			if err != nil {
-				return nil, fmt.Errorf("%w Config.Nodes[%d] (%s): automatic pipelining: %w (set DisablePipelining to do without)",
-					ErrInvalid, i, n.Options().Addr, err)
-			}
-			client = ap
+		if c.DisablePipelining {
+			nodes[i] = lockNode{pool: goredis.NewPool(n)}
+			continue
 		}
-		pools[i] = goredis.NewPool(client)
+		// The node's deferred pipeliner is shared by every user of the client and ends when the
+		// client is closed, which is the caller's to do (Close leaves it running for that reason).
+		// Its typed commands, which the pool's connections call, wait for their answers as a
+		// plain client's do; the gates queue SET NX and scripts on it directly (queued.go).
+		ap, err := n.AsyncAutoPipeline()
+		if err != nil {
+			return nil, fmt.Errorf("%w Config.Nodes[%d] (%s): automatic pipelining: %w (set DisablePipelining to do without)",
+				ErrInvalid, i, n.Options().Addr, err)
+		}
+		nodes[i] = lockNode{pool: goredis.NewPool(ap), async: ap}
 	}
-	return &Locker{cfg: c, pools: pools, quorum: len(pools)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout),
-		workers: newWorkers()}, nil
+	l := &Locker{cfg: c, nodes: nodes, quorum: len(nodes)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout),
+		workers: newWorkers()}
+	l.queueOpts, l.execOpts = l.mutexOptions(c.QueueTTL), l.mutexOptions(c.ExecTTL)
+	return l, nil
+}
+
+// mutexOptions returns the options of a redsync Mutex whose lock lives ttl.
+func (l *Locker) mutexOptions(ttl time.Duration) []redsync.Option {
+	return []redsync.Option{
+		redsync.WithExpiry(ttl),
+		redsync.WithTries(1),
+		redsync.WithFailFast(true),
+		// redsync bounds each round of an acquire by expiry × timeout factor: make it CallTimeout.
+		redsync.WithTimeoutFactor(float64(l.cfg.CallTimeout) / float64(ttl)),
+		redsync.WithGenValueFunc(l.newValue),
+	}
 }
 
 // Close stops the Locker's background clean-up: the retries of deletes that could not reach a
@@ -144,16 +161,12 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("execlock: acquire %s: %w", name, err)
 	}
-	ttl := l.ttl(typ)
+	ttl, opts := l.cfg.ExecTTL, l.execOpts
+	if typ == queueLock {
+		ttl, opts = l.cfg.QueueTTL, l.queueOpts
+	}
 	// Fresh gates for this lock: see gate.go.
-	m := redsync.New(gatedPools(l.pools, l.cfg.CallTimeout, l.janitor, l.workers)...).NewMutex(name,
-		redsync.WithExpiry(ttl),
-		redsync.WithTries(1),
-		redsync.WithFailFast(true),
-		// redsync bounds each round of an acquire by expiry × timeout factor: make it CallTimeout.
-		redsync.WithTimeoutFactor(float64(l.cfg.CallTimeout)/float64(ttl)),
-		redsync.WithGenValueFunc(l.newValue),
-	)
+	m := redsync.New(gatedPools(l.nodes, l.cfg.CallTimeout, l.janitor, l.workers)...).NewMutex(name, opts...)
 	// The whole call, including redsync's clean-up round after a failed attempt: deletes that
 	// round has no time left for go on in the background (gate.go).
 	callCtx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
@@ -181,13 +194,6 @@ func (l *Locker) acquireError(ctx context.Context, name string, err error) error
 		return fmt.Errorf("%w: acquire %s: quorum reached too slowly: %w", ErrUnavailable, name, err)
 	}
 	return fmt.Errorf("%w: acquire %s: %w", ErrUnavailable, name, err)
-}
-
-func (l *Locker) ttl(typ lockType) time.Duration {
-	if typ == queueLock {
-		return l.cfg.QueueTTL
-	}
-	return l.cfg.ExecTTL
 }
 
 // newValue returns a lock value: the node name and 128 random bits, so that a key found in Redis
