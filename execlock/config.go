@@ -57,17 +57,16 @@ type Config struct {
 	// that is less.
 	CallTimeout time.Duration
 	// DisablePipelining sends each lock command to its node on a round trip of its own. By
-	// default the commands of all the Locker's calls to one node, from every goroutine, go
-	// through the node client's deferred automatic pipeliner (go-redis's AsyncAutoPipeline):
-	// the commands that arrive while one batch is on the wire leave together as the next, in
-	// one write and one read. Each lock call still makes the same commands, in the same order per lock, so
-	// Redlock's rules (quorum, validity, clean-up) are unchanged; what changes is their cost
-	// under load: a dispatcher that claims many keyed jobs at once needs a fraction of the system
-	// calls, and a node many fewer reads and writes (unique: 30-60% more jobs/s,
+	// default the commands of all the Locker's calls to one node, from every goroutine, go in
+	// pipelines, one on the wire at a time: the commands that arrive while one is on the wire
+	// leave together as the next, in one write and one read (go-redis's Pipeline, so the
+	// client's hooks see them). Each lock call still makes the same commands, in the same order
+	// per lock, so Redlock's rules (quorum, validity, clean-up) are unchanged; what changes is
+	// their cost under load: a dispatcher that claims many keyed jobs at once needs a fraction of
+	// the system calls, and a node many fewer reads and writes (unique: 30-60% more jobs/s,
 	// docs/benchmarks.md). A pipelined command is bounded by the client's ReadTimeout and
 	// WriteTimeout rather than by its call's deadline: the call returns at its deadline and the
-	// command ends in the background. Disable it for a client whose AutoPipelineOptions are
-	// tuned for other uses of the same client, or to rule it out when diagnosing.
+	// command ends in the background. Disable it to rule it out when diagnosing.
 	DisablePipelining bool
 }
 

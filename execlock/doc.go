@@ -82,24 +82,20 @@
 //
 // A dispatcher takes dozens of queue locks in one claim pass and its workers take and release
 // execution locks at the same time: four commands per keyed job and node. By default the Locker
-// sends each node's commands through the client's automatic pipeliner (go-redis's AutoPipeline): a
-// command that arrives while a batch is on the wire leaves with the next batch, in one write and
-// one read, and a lone command goes out at once. The commands and their order per lock are the
-// same as without it, so Redlock's quorum, validity and clean-up are unchanged; the cost per
-// command falls (the unique benchmark: 4.4k keyed jobs/s instead of 3.4k on one node, 2.9k
-// instead of 1.8k on three; docs/benchmarks.md). A pipelined command outlives its call's deadline
-// up to the client's read or write timeouts, waiting behind the batches ahead of it, in the
-// background like the commands above; a delete of the same lock waits for it before going to the
-// janitor. Config.DisablePipelining sends each command on a round trip of its own.
+// sends each node's commands in pipelines, one pipeline on the wire at a time: a command that
+// arrives while a pipeline is on the wire leaves with the next, in one write and one read, and a
+// lone command goes out at once. The commands and their order per lock are the same as without
+// it, so Redlock's quorum, validity and clean-up are unchanged; the cost per command falls (the
+// unique benchmark: 4.4k keyed jobs/s instead of 3.4k on one node, 2.9k instead of 1.8k on three;
+// docs/benchmarks.md). A pipelined command outlives its call's deadline up to the client's read or
+// write timeouts, waiting behind the pipeline ahead of it, in the background like the commands
+// above; a delete of the same lock waits for it before going to the janitor.
+// Config.DisablePipelining sends each command on a round trip of its own.
 //
-// The Locker uses each client's deferred pipeliner (AsyncAutoPipeline), on which a command can be
-// queued and its answer awaited until a deadline. A lock command is queued by the goroutine
-// redsync starts for its node, which then waits for the answer; only when the call's round ends
-// first does another goroutine take over the wait (queued.go). The deferred pipeliner has a cost
-// for client hooks: a pipeline hook that reads a command's result (Err, Val, String) before the
-// pipeline has ended makes go-redis parse its goroutine's stack to tell whether it may block, tens
-// of microseconds per command. Hooks on lock nodes should read only command names in the hook and
-// results afterwards, or the Locker should run with DisablePipelining.
+// The pipelines are the Locker's own, sent with go-redis's Pipeline (pipeliner.go), so client
+// hooks see them as ordinary pipelines. The goroutine redsync starts for a node queues the command
+// and waits for its answer; only when the call's round ends first does one of the Locker's
+// goroutines take over the wait (queued.go).
 //
 // When a stopped node resumes, it runs what was written to it meanwhile, and not in the order it
 // was written: connections it had already accepted are read before those dialled during the stop,

@@ -55,8 +55,8 @@ type nodeGate struct {
 // lockNode is how the gates reach one node.
 type lockNode struct {
 	pool redis.Pool
-	// async is the node's deferred pipeliner (queued.go); nil when pipelining is disabled.
-	async *goredislib.AutoPipeliner
+	// pipe is the node's pipeliner (queued.go); nil when pipelining is disabled.
+	pipe *pipeliner
 }
 
 // gatedPools wraps each node's pool with a fresh gate, for one redsync Mutex. Commands run on w;
@@ -65,7 +65,7 @@ func gatedPools(nodes []lockNode, deleteTimeout time.Duration, j *janitor, w *wo
 	gated := make([]redis.Pool, len(nodes))
 	for i, n := range nodes {
 		gated[i] = &gatedPool{
-			inner: n.pool, async: n.async, node: i, gate: &nodeGate{turn: make(chan struct{}, 1)},
+			inner: n.pool, pipe: n.pipe, node: i, gate: &nodeGate{turn: make(chan struct{}, 1)},
 			deleteTimeout: deleteTimeout, janitor: j, workers: w,
 		}
 	}
@@ -74,7 +74,7 @@ func gatedPools(nodes []lockNode, deleteTimeout time.Duration, j *janitor, w *wo
 
 type gatedPool struct {
 	inner         redis.Pool
-	async         *goredislib.AutoPipeliner
+	pipe          *pipeliner
 	node          int
 	gate          *nodeGate
 	deleteTimeout time.Duration
@@ -145,9 +145,9 @@ func (c *gatedConn) roundDeadline() time.Time {
 }
 
 func (c *gatedConn) SetNX(name string, value string, expiry time.Duration) (bool, error) {
-	if c.pool.async != nil {
+	if c.pool.pipe != nil {
 		q := c.newQueuedSetNX(name, value, expiry)
-		err, handled := c.queue(q, queuedOp{
+		err := c.queue(q, queuedOp{
 			before: func(gate *nodeGate) error {
 				if gate.released {
 					return errAbandoned
@@ -160,13 +160,11 @@ func (c *gatedConn) SetNX(name string, value string, expiry time.Duration) (bool
 					gate.unanswered = true
 				}
 			},
-		})
-		if handled {
-			if err != nil {
-				return false, err
-			}
-			return q.cmd.(*goredislib.BoolCmd).Val(), nil
+		}, c.roundDeadline())
+		if err != nil {
+			return false, err
 		}
+		return q.cmd.(*goredislib.BoolCmd).Val(), nil
 	}
 	v, err := c.run(c.roundDeadline(), func(ctx context.Context, gate *nodeGate) (any, error) {
 		if gate.released {
@@ -188,21 +186,24 @@ func (c *gatedConn) SetNX(name string, value string, expiry time.Duration) (bool
 }
 
 func (c *gatedConn) Eval(script *redis.Script, keysAndArgs ...any) (any, error) {
+	deadline := c.roundDeadline()
 	var failed func(error)
 	del := isDeleteScript(script)
 	if del {
+		deadline = time.Now().Add(c.pool.deleteTimeout)
 		failed = func(err error) {
 			if !errors.Is(err, goredislib.ErrClosed) {
 				c.pool.deleteLater(keysAndArgs)
 			}
 		}
 	}
-	if c.pool.async != nil {
+	if c.pool.pipe != nil {
 		q := c.newQueuedEval(script, keysAndArgs)
-		err, handled := c.queue(q, queuedOp{
+		err := c.queue(q, queuedOp{
 			before: func(gate *nodeGate) error {
 				if del {
-					gate.released = true // as in run's op below
+					// Before the call: even if this delete fails, a SET NX not yet sent must not be.
+					gate.released = true
 				}
 				return nil
 			},
@@ -212,14 +213,8 @@ func (c *gatedConn) Eval(script *redis.Script, keysAndArgs ...any) (any, error) 
 				}
 			},
 			failed: failed,
-		})
-		if handled {
-			return evalResult(q, err)
-		}
-	}
-	deadline := c.roundDeadline()
-	if del {
-		deadline = time.Now().Add(c.pool.deleteTimeout)
+		}, deadline)
+		return evalResult(q, err)
 	}
 	return c.run(deadline, func(ctx context.Context, gate *nodeGate) (any, error) {
 		if del {

@@ -39,25 +39,16 @@ func New(cfg *Config) (*Locker, error) {
 		return nil, err
 	}
 	c.Nodes = slices.Clone(c.Nodes) // the caller may reuse its slice
+	w := newWorkers()
 	nodes := make([]lockNode, len(c.Nodes))
 	for i, n := range c.Nodes {
-		if c.DisablePipelining {
-			nodes[i] = lockNode{pool: goredis.NewPool(n)}
-			continue
+		nodes[i] = lockNode{pool: goredis.NewPool(n)}
+		if !c.DisablePipelining {
+			nodes[i].pipe = newPipeliner(n, w)
 		}
-		// The node's deferred pipeliner is shared by every user of the client and ends when the
-		// client is closed, which is the caller's to do (Close leaves it running for that reason).
-		// Its typed commands, which the pool's connections call, wait for their answers as a
-		// plain client's do; the gates queue SET NX and scripts on it directly (queued.go).
-		ap, err := n.AsyncAutoPipeline()
-		if err != nil {
-			return nil, fmt.Errorf("%w Config.Nodes[%d] (%s): automatic pipelining: %w (set DisablePipelining to do without)",
-				ErrInvalid, i, n.Options().Addr, err)
-		}
-		nodes[i] = lockNode{pool: goredis.NewPool(ap), async: ap}
 	}
 	l := &Locker{cfg: c, nodes: nodes, quorum: len(nodes)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout),
-		workers: newWorkers()}
+		workers: w}
 	l.queueOpts, l.execOpts = l.mutexOptions(c.QueueTTL), l.mutexOptions(c.ExecTTL)
 	return l, nil
 }

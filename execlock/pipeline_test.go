@@ -2,9 +2,7 @@ package execlock
 
 import (
 	"context"
-	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,26 +98,4 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestNewRefusesAClientThatCannotPipeline reports a client whose pipelining options are invalid
-// by the node it belongs to, and says how to do without.
-func TestNewRefusesAClientThatCannotPipeline(t *testing.T) {
-	c := NewClient(&redis.Options{
-		Addr:                net.JoinHostPort("127.0.0.1", "1"),
-		AutoPipelineOptions: &redis.AutoPipelineOptions{MaxConcurrentBatches: 4}, // parallel batches need Unordered
-	})
-	t.Cleanup(func() { _ = c.Close() })
-	_, err := New(&Config{Nodes: []*redis.Client{c}})
-	wantErr(t, "New", err, ErrInvalid)
-	for _, part := range []string{"Config.Nodes[0] (127.0.0.1:1)", "automatic pipelining", "set DisablePipelining"} {
-		if !strings.Contains(err.Error(), part) {
-			t.Fatalf("New: %v; want it to mention %q", err, part)
-		}
-	}
-	l, err := New(&Config{Nodes: []*redis.Client{c}, DisablePipelining: true})
-	if err != nil {
-		t.Fatalf("New without pipelining: %v", err)
-	}
-	l.Close()
 }

@@ -3,6 +3,7 @@ package execlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/go-redsync/redsync/v4/redis"
@@ -10,38 +11,41 @@ import (
 )
 
 // Why a second way to run a gated command (gate.go). With pipelining, the default, a command is
-// answered by its node's pipeliner, whose own goroutine writes and reads the batch; whoever queued
-// the command only waits for the answer. run's worker is then one goroutine waiting for another:
-// handing the command to it, its deadline timer and the hand-back took about a fifth of the
-// process's CPU in the unique benchmark (docs/benchmarks.md, build Q). So while the lock's turn on
-// the node is free, redsync's goroutine queues the command itself, on the node's deferred
-// pipeliner, and waits for the answer until the round's context ends. If that ends first, a worker
-// waits for the answer instead and gives the turn back then, as run's worker would. Either way the
-// command runs to its end, in the lock's turn, whatever the round's context: what the gates
-// promise is unchanged. When the turn is not free (a command of the same lock is still on the
-// node: a delete behind its own SET NX), run does it all as before.
+// written and answered by its node's pipeliner (pipeliner.go); whoever queued the command only
+// waits for the answer. run's worker is then one goroutine waiting for another: handing the command
+// to it, its deadline timer and the hand-back took about a fifth of the process's CPU in the unique
+// benchmark (docs/benchmarks.md, build Q). So while the lock's turn on the node is free, redsync's
+// goroutine queues the command itself and waits for the answer until the round's context ends. If
+// that ends first, a worker waits for the answer instead and gives the turn back then, as run's
+// worker would. Either way the command runs to its end, in the lock's turn, whatever the round's
+// context: what the gates promise is unchanged. When the turn is not free (a command of the same
+// lock is still on the node: a delete behind its own SET NX), run does it all as before.
 
-// queuedCmd is a gated command on a node's deferred pipeliner.
+// queuedCmd is a gated command on a node's pipeliner.
 type queuedCmd struct {
-	ap  *goredislib.AutoPipeliner
-	ctx context.Context // the command's: the round's values without its cancellation
-	cmd goredislib.Cmder
+	pipe *pipeliner
+	cmd  goredislib.Cmder
 	// retry is sent when the node answers cmd with NOSCRIPT: the EVAL of an EVALSHA (a node that
 	// restarted empty has no scripts). Nil for a SET NX.
-	retry  goredislib.Cmder
-	answer goredislib.AutoFuture
+	retry goredislib.Cmder
+	done  chan struct{} // closed once cmd is answered
 }
 
-func (q *queuedCmd) send() { q.answer = q.ap.Submit(q.ctx, q.cmd) }
+func (q *queuedCmd) send() {
+	q.done = make(chan struct{})
+	q.pipe.submit(q)
+}
 
 // wait waits for the node's answer until ctx ends. answered is false when ctx ended first; the
 // command then still runs, and a later wait gets its answer.
 func (q *queuedCmd) wait(ctx context.Context) (err error, answered bool) {
 	for {
-		err = q.answer.WaitContext(ctx)
-		if err != nil && err == ctx.Err() {
-			return err, false
+		select {
+		case <-q.done:
+		case <-ctx.Done():
+			return ctx.Err(), false
 		}
+		err = q.cmd.Err()
 		if q.retry != nil && goredislib.HasErrorPrefix(err, "NOSCRIPT") {
 			q.cmd, q.retry = q.retry, nil
 			q.send()
@@ -62,34 +66,66 @@ type queuedOp struct {
 	failed func(error)
 }
 
-// queue runs q in the lock's turn on this node if the turn is free at once, and returns the
-// answer, or the round context's error if that ended first. handled is false when the turn is
-// taken: nothing was done, and the caller uses run instead.
-func (c *gatedConn) queue(q *queuedCmd, op queuedOp) (err error, handled bool) {
+// queue runs q in the lock's turn on this node and returns the answer, or the round context's
+// error if that ended first. It waits for the turn until the round ends; if the round ends first,
+// a worker waits for the turn instead, until deadline, and sends q then (see run).
+func (c *gatedConn) queue(q *queuedCmd, op queuedOp, deadline time.Time) error {
 	gate := c.pool.gate
 	select {
 	case gate.turn <- struct{}{}:
 	default:
-		return nil, false
-	}
-	if err := op.before(gate); err != nil {
-		<-gate.turn
-		if op.failed != nil {
-			op.failed(err)
+		select {
+		case gate.turn <- struct{}{}:
+		case <-c.ctx.Done():
+			c.pool.workers.do(func() { c.queueLater(q, op, deadline) })
+			return c.ctx.Err()
 		}
-		return err, true
 	}
-	q.send()
+	if err := c.start(q, op); err != nil {
+		return err
+	}
 	err, answered := q.wait(c.ctx)
 	if !answered {
 		c.pool.workers.do(func() {
 			err, _ := q.wait(context.Background())
 			c.finish(op, err)
 		})
-		return err, true
+		return err
 	}
 	c.finish(op, err)
-	return err, true
+	return err
+}
+
+// queueLater runs q in the lock's turn on this node, after its round: it waits for the turn until
+// deadline, and for the answer as long as it takes.
+func (c *gatedConn) queueLater(q *queuedCmd, op queuedOp, deadline time.Time) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case c.pool.gate.turn <- struct{}{}:
+	case <-t.C:
+		if op.failed != nil {
+			op.failed(fmt.Errorf("execlock: no turn on node #%d before the deadline: %w", c.pool.node, context.DeadlineExceeded))
+		}
+		return
+	}
+	if c.start(q, op) == nil {
+		err, _ := q.wait(context.Background())
+		c.finish(op, err)
+	}
+}
+
+// start runs op.before in the turn and sends q, or gives the turn back when before refuses.
+func (c *gatedConn) start(q *queuedCmd, op queuedOp) error {
+	if err := op.before(c.pool.gate); err != nil {
+		<-c.pool.gate.turn
+		if op.failed != nil {
+			op.failed(err)
+		}
+		return err
+	}
+	q.send()
+	return nil
 }
 
 // finish ends a queued command whose answer came: after, the turn given back, failed.
@@ -103,19 +139,18 @@ func (c *gatedConn) finish(op queuedOp, err error) {
 
 // newQueuedSetNX is redsync's SET NX: "SET name value PX ms NX".
 func (c *gatedConn) newQueuedSetNX(name, value string, expiry time.Duration) *queuedCmd {
-	ctx := context.WithoutCancel(c.ctx)
-	return &queuedCmd{ap: c.pool.async, ctx: ctx,
-		cmd: goredislib.NewBoolCmd(ctx, "set", name, value, "px", expiry.Milliseconds(), "nx")}
+	return &queuedCmd{pipe: c.pool.pipe,
+		cmd: goredislib.NewBoolCmd(context.Background(), "set", name, value, "px", expiry.Milliseconds(), "nx")}
 }
 
 // newQueuedEval is redsync's script call: EVALSHA, and EVAL if the node has not the script.
 func (c *gatedConn) newQueuedEval(script *redis.Script, keysAndArgs []any) *queuedCmd {
-	ctx := context.WithoutCancel(c.ctx)
 	args := func(verb, body string) []any {
 		a := make([]any, 0, 3+len(keysAndArgs))
 		return append(append(a, verb, body, script.KeyCount), keysAndArgs...)
 	}
-	return &queuedCmd{ap: c.pool.async, ctx: ctx,
+	ctx := context.Background()
+	return &queuedCmd{pipe: c.pool.pipe,
 		cmd:   goredislib.NewCmd(ctx, args("evalsha", script.Hash)...),
 		retry: goredislib.NewCmd(ctx, args("eval", script.Src)...)}
 }

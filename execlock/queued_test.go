@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -102,5 +103,59 @@ func TestScriptsAfterFlush(t *testing.T) {
 				t.Errorf("key %s on %d node(s) after Release, want 0", lk.Key(), n)
 			}
 		})
+	}
+}
+
+// pipelineSizes is a go-redis hook that records the size of each pipeline a node was sent.
+type pipelineSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (h *pipelineSizes) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *pipelineSizes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *pipelineSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		h.sizes = append(h.sizes, len(cmds))
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// TestPipelinerSplitsLongQueues holds the node's answers back while 600 commands queue behind a
+// first one on the wire: they leave in pipelines of at most maxPipeline, in the order queued, and
+// every command gets its own answer.
+func TestPipelinerSplitsLongQueues(t *testing.T) {
+	t.Parallel()
+	hook := &pipelineSizes{}
+	b := setup(t, 1, func(c *Config) { c.Nodes[0].AddHook(hook) })
+	p := newPipeliner(b.clients[0], b.locker.workers)
+	ctx := context.Background()
+	set := func(i int) *queuedCmd {
+		q := &queuedCmd{pipe: p, cmd: redis.NewBoolCmd(ctx, "set", "split:"+strconv.Itoa(i), "v", "px", 60000, "nx")}
+		q.send()
+		return q
+	}
+	b.nodes[0].Pause()
+	first := set(0)
+	time.Sleep(50 * time.Millisecond) // the first pipeline is on the wire
+	const queued = 600
+	cmds := make([]*queuedCmd, queued)
+	for i := range cmds {
+		cmds[i] = set(i + 1)
+	}
+	time.Sleep(100 * time.Millisecond)
+	b.nodes[0].Resume()
+	for i, q := range append([]*queuedCmd{first}, cmds...) {
+		if err, _ := q.wait(ctx); err != nil || !q.cmd.(*redis.BoolCmd).Val() {
+			t.Fatalf("command %d: %v, set %v; want set", i, err, q.cmd.(*redis.BoolCmd).Val())
+		}
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if want := []int{1, maxPipeline, maxPipeline, queued - 2*maxPipeline}; !slices.Equal(hook.sizes, want) {
+		t.Fatalf("pipelines of %v, want %v", hook.sizes, want)
 	}
 }

@@ -132,18 +132,12 @@ func randomHex(n int) string {
 // nil means another holder had the key) and the scripts redsync runs to release and extend. The
 // Locker sends them in pipelines (execlock's automatic pipelining): a pipelined command is counted
 // as one command, and its time is its pipeline's.
-//
-// A pipeline's commands are counted by a goroutine of their own, once the pipeline has ended: on
-// the pipeliner's goroutine, inside the hook, go-redis's deferred pipeliner (which the Locker
-// uses) finds out whether a command's result is ready by reading the goroutine's stack, which
-// took more CPU than the lock calls themselves. settle waits for those counts.
 type lockHook struct {
 	setNX, setNXTaken, scripts, errs atomic.Int64
 	setNXTime, scriptTime            atomic.Int64 // nanoseconds
 	// Round trips that carried the lock commands: pipelines, and commands sent alone (a lone
 	// command leaves the pipeliner at once, as a command of its own).
 	pipelines, alone atomic.Int64
-	counting         sync.WaitGroup // pipelines whose commands are being counted
 }
 
 func (h *lockHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -153,19 +147,12 @@ func (h *lockHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		start := time.Now()
 		err := next(ctx, cmds)
 		d := int64(time.Since(start))
-		var locks []redis.Cmder // a copy: the pipeliner reuses cmds
+		locks := 0
 		for _, cmd := range cmds {
-			if isLockCommand(cmd) {
-				locks = append(locks, cmd)
-			}
+			locks += h.count(cmd, cmd.Err(), d)
 		}
-		if len(locks) > 0 {
+		if locks > 0 {
 			h.pipelines.Add(1)
-			h.counting.Go(func() {
-				for _, cmd := range locks {
-					h.count(cmd, cmd.Err(), d)
-				}
-			})
 		}
 		return err
 	}
@@ -178,17 +165,6 @@ func (h *lockHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		h.alone.Add(int64(h.count(cmd, err, int64(time.Since(start)))))
 		return err
 	}
-}
-
-// settle waits until the commands of every pipeline that has ended are counted.
-func (h *lockHook) settle() { h.counting.Wait() }
-
-func isLockCommand(cmd redis.Cmder) bool {
-	switch cmd.Name() {
-	case "set", "evalsha", "eval":
-		return true
-	}
-	return false
 }
 
 // count records one command that took d nanoseconds (its pipeline's time, if pipelined), and

@@ -93,7 +93,6 @@ type slotsRun struct {
 
 func (s *session) recordSlots(m slotsRun) {
 	o, r, h := s.opts, s.report, s.redis.hook
-	h.settle()
 	if m.watch.OverLimit > 0 {
 		r.fail("%d handler starts found their key running more than its limit of %d (most at once: %d)",
 			m.watch.OverLimit, o.KeyLimit, m.watch.MaxPerKey)

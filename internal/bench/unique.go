@@ -87,7 +87,6 @@ func runUnique(ctx context.Context, s *session) error {
 		r.fail("%d jobs started before an earlier job of their key", w.outOfOrder.Load())
 	}
 	st, h := f.stats(), s.redis.hook
-	h.settle()
 	perSec := rate(jobs, elapsed)
 	r.result("scenario", "unique")
 	r.result("jobs", jobs)
