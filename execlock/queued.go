@@ -13,13 +13,15 @@ import (
 // Why a second way to run a gated command (gate.go). With pipelining, the default, a command is
 // written and answered by its node's pipeliner (pipeliner.go); whoever queued the command only
 // waits for the answer. run's worker is then one goroutine waiting for another: handing the command
-// to it, its deadline timer and the hand-back took about a fifth of the process's CPU in the unique
-// benchmark (docs/benchmarks.md, build Q). So while the lock's turn on the node is free, redsync's
-// goroutine queues the command itself and waits for the answer until the round's context ends. If
-// that ends first, a worker waits for the answer instead and gives the turn back then, as run's
-// worker would. Either way the command runs to its end, in the lock's turn, whatever the round's
-// context: what the gates promise is unchanged. When the turn is not free (a command of the same
-// lock is still on the node: a delete behind its own SET NX), run does it all as before.
+// to it, its deadline timer and the hand-back were over a quarter of a lock call's cost (without
+// them the lock cycle benchmark ran 40% faster: docs/benchmarks.md, build Q). So redsync's goroutine
+// takes the lock's turn on the node, queues the command itself and waits for the answer, until the
+// round's context ends. If that ends first, a worker takes over: it waits for the answer and gives
+// the turn back then, or, if the turn was still taken (a delete behind its own SET NX), waits for
+// the turn until the command's deadline and sends it then, as run's worker would. Either way the
+// command runs to its end, in the lock's turn, whatever the round's context: what the gates promise
+// is unchanged. run still serves a Locker without pipelining, whose commands are each a round trip
+// of the worker's own.
 
 // queuedCmd is a gated command on a node's pipeliner.
 type queuedCmd struct {
