@@ -16,12 +16,13 @@ const maxPipeline = 256
 // at a time, so a node sees its commands in the order they were queued.
 //
 // Why not go-redis's own automatic pipeliner: the Locker used it at first. Its blocking face
-// needs a goroutine per waiting command, and its deferred face is experimental, and under it a
-// pipeline hook that reads a result parses its goroutine's stack. Both run deep calls on the
-// goroutine that queues the command, which for a lock command is a fresh goroutine of redsync's,
-// whose stack then grew at every command (an eighth of the process's CPU in the unique benchmark
-// on three nodes). Here queueing is an append under a mutex; the pipelines are written and read by
-// one of the Locker's workers, whose stack stays grown, through go-redis's ordinary Pipeline.
+// returns only with the answer, so a command that must outlive its round needed a goroutine of
+// the Locker's to wait in (gate.go's run). Its deferred face can be waited on with a deadline, but
+// it is experimental, and under it a pipeline hook that reads a command's result makes go-redis
+// parse the goroutine's stack (with the bench's lock hook, 38% of the process's CPU; see
+// docs/benchmarks.md, build Q). Here queueing is an append under a mutex, the pipelines are
+// written and read by one of the Locker's workers through go-redis's ordinary Pipeline, and hooks
+// see ordinary pipelines.
 type pipeliner struct {
 	client  *goredislib.Client
 	workers *workers
