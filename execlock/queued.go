@@ -145,7 +145,7 @@ func (c *gatedConn) newQueuedSetNX(name, value string, expiry time.Duration) *qu
 		cmd: goredislib.NewBoolCmd(context.Background(), "set", name, value, "px", expiry.Milliseconds(), "nx")}
 }
 
-// newQueuedEval is redsync's script call: EVALSHA, and EVAL if the node has not the script.
+// newQueuedEval is redsync's script call: EVALSHA, and EVAL if the node does not have the script.
 func (c *gatedConn) newQueuedEval(script *redis.Script, keysAndArgs []any) *queuedCmd {
 	args := func(verb, body string) []any {
 		a := make([]any, 0, 3+len(keysAndArgs))
