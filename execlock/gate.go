@@ -144,54 +144,87 @@ func (c *gatedConn) roundDeadline() time.Time {
 	return time.Now().Add(c.pool.deleteTimeout)
 }
 
+// gateOp is what one command of a lock does on its node in the lock's turn there, around the
+// command itself, whichever way the command is sent (queue or alone).
+type gateOp struct {
+	// before runs first; an error is the command's answer, and nothing is sent.
+	before func(gate *nodeGate) error
+	// after runs once the node answered, or failed to; its error is the command's.
+	after func(gate *nodeGate, err error)
+	// failed, if not nil, is called with the error of a command that failed, outside the turn,
+	// whether or not the round still waits.
+	failed func(error)
+}
+
+// alone runs op's command on a round trip of its own, through run.
+func (c *gatedConn) alone(deadline time.Time, op gateOp, call func(conn redis.Conn) (any, error)) (any, error) {
+	return c.run(deadline, func(ctx context.Context, gate *nodeGate) (any, error) {
+		if err := op.before(gate); err != nil {
+			return nil, err
+		}
+		conn, err := c.pool.inner.Get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		v, err := call(conn)
+		op.after(gate, err)
+		return v, err
+	}, op.failed)
+}
+
 func (c *gatedConn) SetNX(name string, value string, expiry time.Duration) (bool, error) {
+	deadline := c.roundDeadline()
+	op := gateOp{
+		before: func(gate *nodeGate) error {
+			if gate.released {
+				return errAbandoned
+			}
+			// Only the round's deadline stops a SET NX, not its cancellation: redsync cancels the
+			// round once a quorum answered, and the other nodes must still get the lock.
+			if !time.Now().Before(deadline) {
+				return context.DeadlineExceeded
+			}
+			return nil
+		},
+		after: func(gate *nodeGate, err error) {
+			if err != nil {
+				gate.unanswered = true
+			}
+		},
+	}
 	if c.pool.pipe != nil {
 		q := c.newQueuedSetNX(name, value, expiry)
-		err := c.queue(q, queuedOp{
-			before: func(gate *nodeGate) error {
-				if gate.released {
-					return errAbandoned
-				}
-				// The round is over: redsync no longer counts this node's answer.
-				return c.ctx.Err()
-			},
-			after: func(gate *nodeGate, err error) {
-				if err != nil {
-					gate.unanswered = true
-				}
-			},
-		}, c.roundDeadline())
-		if err != nil {
+		if err := c.queue(q, op, deadline); err != nil {
 			return false, err
 		}
 		return q.cmd.(*goredislib.BoolCmd).Val(), nil
 	}
-	v, err := c.run(c.roundDeadline(), func(ctx context.Context, gate *nodeGate) (any, error) {
-		if gate.released {
-			return false, errAbandoned
-		}
-		conn, err := c.pool.inner.Get(ctx)
-		if err != nil {
-			return false, err
-		}
-		defer conn.Close()
-		ok, err := conn.SetNX(name, value, expiry)
-		if err != nil {
-			gate.unanswered = true
-		}
-		return ok, err
-	}, nil)
+	v, err := c.alone(deadline, op, func(conn redis.Conn) (any, error) { return conn.SetNX(name, value, expiry) })
 	ok, _ := v.(bool)
 	return ok, err
 }
 
 func (c *gatedConn) Eval(script *redis.Script, keysAndArgs ...any) (any, error) {
 	deadline := c.roundDeadline()
-	var failed func(error)
 	del := isDeleteScript(script)
+	op := gateOp{
+		before: func(gate *nodeGate) error {
+			if del {
+				// Before the call: even if this delete fails, a SET NX not yet sent must not be.
+				gate.released = true
+			}
+			return nil
+		},
+		after: func(gate *nodeGate, err error) {
+			if del && err == nil && gate.unanswered {
+				c.pool.janitorAdd(keysAndArgs) // to be confirmed
+			}
+		},
+	}
 	if del {
 		deadline = time.Now().Add(c.pool.deleteTimeout)
-		failed = func(err error) {
+		op.failed = func(err error) {
 			if !errors.Is(err, goredislib.ErrClosed) {
 				c.pool.deleteLater(keysAndArgs)
 			}
@@ -199,39 +232,9 @@ func (c *gatedConn) Eval(script *redis.Script, keysAndArgs ...any) (any, error) 
 	}
 	if c.pool.pipe != nil {
 		q := c.newQueuedEval(script, keysAndArgs)
-		err := c.queue(q, queuedOp{
-			before: func(gate *nodeGate) error {
-				if del {
-					// Before the call: even if this delete fails, a SET NX not yet sent must not be.
-					gate.released = true
-				}
-				return nil
-			},
-			after: func(gate *nodeGate, err error) {
-				if del && err == nil && gate.unanswered {
-					c.pool.janitorAdd(keysAndArgs) // to be confirmed
-				}
-			},
-			failed: failed,
-		}, deadline)
-		return evalResult(q, err)
+		return evalResult(q, c.queue(q, op, deadline))
 	}
-	return c.run(deadline, func(ctx context.Context, gate *nodeGate) (any, error) {
-		if del {
-			// Before the call: even if this delete fails, a SET NX not yet sent must not be.
-			gate.released = true
-		}
-		conn, err := c.pool.inner.Get(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer conn.Close()
-		v, err := conn.Eval(script, keysAndArgs...)
-		if del && err == nil && gate.unanswered {
-			c.pool.janitorAdd(keysAndArgs) // to be confirmed
-		}
-		return v, err
-	}, failed)
+	return c.alone(deadline, op, func(conn redis.Conn) (any, error) { return conn.Eval(script, keysAndArgs...) })
 }
 
 // deleteLater hands a delete that failed to the janitor, once no other command of its lock runs

@@ -29,8 +29,7 @@ type pipeliner struct {
 
 	mu      sync.Mutex
 	queue   []*queuedCmd
-	spare   []*queuedCmd // the last pipeline's slice, for the next queue
-	running bool         // a worker runs loop
+	running bool // a worker runs loop
 }
 
 func newPipeliner(client *goredislib.Client, w *workers) *pipeliner {
@@ -54,26 +53,16 @@ func (p *pipeliner) loop() {
 	for {
 		p.mu.Lock()
 		batch := p.queue
-		queued := batch
 		if len(batch) == 0 {
 			p.running = false
 			p.mu.Unlock()
 			return
 		}
-		if len(batch) > maxPipeline {
-			p.queue = append(p.spare[:0], batch[maxPipeline:]...)
-			batch = batch[:maxPipeline]
-		} else {
-			p.queue = p.spare[:0]
-		}
+		// What is left stays queued: appends go past the end of batch, so batch[:n] is this loop's.
+		n := min(len(batch), maxPipeline)
+		p.queue = batch[n:]
 		p.mu.Unlock()
-
-		p.exec(batch)
-
-		clear(queued)
-		p.mu.Lock()
-		p.spare = queued[:0]
-		p.mu.Unlock()
+		p.exec(batch[:n])
 	}
 }
 

@@ -27,10 +27,11 @@ import (
 type queuedCmd struct {
 	pipe *pipeliner
 	cmd  goredislib.Cmder
-	// retry is sent when the node answers cmd with NOSCRIPT: the EVAL of an EVALSHA (a node that
-	// restarted empty has no scripts). Nil for a SET NX.
-	retry goredislib.Cmder
-	done  chan struct{} // closed once cmd is answered
+	// script and keysAndArgs are an EVALSHA's, whose EVAL is sent when the node answers NOSCRIPT
+	// (a node that restarted empty has no scripts); nil for a SET NX and once the EVAL is sent.
+	script      *redis.Script
+	keysAndArgs []any
+	done        chan struct{} // closed once cmd is answered
 }
 
 func (q *queuedCmd) send() {
@@ -48,8 +49,9 @@ func (q *queuedCmd) wait(ctx context.Context) (err error, answered bool) {
 			return ctx.Err(), false
 		}
 		err = q.cmd.Err()
-		if q.retry != nil && goredislib.HasErrorPrefix(err, "NOSCRIPT") {
-			q.cmd, q.retry = q.retry, nil
+		if q.script != nil && goredislib.HasErrorPrefix(err, "NOSCRIPT") {
+			q.cmd = scriptCmd("eval", q.script.Src, q.script, q.keysAndArgs)
+			q.script = nil
 			q.send()
 			continue
 		}
@@ -57,21 +59,10 @@ func (q *queuedCmd) wait(ctx context.Context) (err error, answered bool) {
 	}
 }
 
-// queuedOp is what one gated command does in the lock's turn on its node, around the command.
-type queuedOp struct {
-	// before runs first; an error is the command's answer, and nothing is sent.
-	before func(gate *nodeGate) error
-	// after runs once the node answered, or failed to; its error is the command's.
-	after func(gate *nodeGate, err error)
-	// failed, if not nil, is called with the error of a command that failed, outside the turn,
-	// whether or not the round still waits (as run's).
-	failed func(error)
-}
-
 // queue runs q in the lock's turn on this node and returns the answer, or the round context's
 // error if that ended first. It waits for the turn until the round ends; if the round ends first,
 // a worker waits for the turn instead, until deadline, and sends q then (see run).
-func (c *gatedConn) queue(q *queuedCmd, op queuedOp, deadline time.Time) error {
+func (c *gatedConn) queue(q *queuedCmd, op gateOp, deadline time.Time) error {
 	gate := c.pool.gate
 	select {
 	case gate.turn <- struct{}{}:
@@ -100,7 +91,7 @@ func (c *gatedConn) queue(q *queuedCmd, op queuedOp, deadline time.Time) error {
 
 // queueLater runs q in the lock's turn on this node, after its round: it waits for the turn until
 // deadline, and for the answer as long as it takes.
-func (c *gatedConn) queueLater(q *queuedCmd, op queuedOp, deadline time.Time) {
+func (c *gatedConn) queueLater(q *queuedCmd, op gateOp, deadline time.Time) {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
@@ -118,7 +109,7 @@ func (c *gatedConn) queueLater(q *queuedCmd, op queuedOp, deadline time.Time) {
 }
 
 // start runs op.before in the turn and sends q, or gives the turn back when before refuses.
-func (c *gatedConn) start(q *queuedCmd, op queuedOp) error {
+func (c *gatedConn) start(q *queuedCmd, op gateOp) error {
 	if err := op.before(c.pool.gate); err != nil {
 		<-c.pool.gate.turn
 		if op.failed != nil {
@@ -131,7 +122,7 @@ func (c *gatedConn) start(q *queuedCmd, op queuedOp) error {
 }
 
 // finish ends a queued command whose answer came: after, the turn given back, failed.
-func (c *gatedConn) finish(op queuedOp, err error) {
+func (c *gatedConn) finish(op gateOp, err error) {
 	op.after(c.pool.gate, err)
 	<-c.pool.gate.turn
 	if err != nil && op.failed != nil {
@@ -147,14 +138,16 @@ func (c *gatedConn) newQueuedSetNX(name, value string, expiry time.Duration) *qu
 
 // newQueuedEval is redsync's script call: EVALSHA, and EVAL if the node does not have the script.
 func (c *gatedConn) newQueuedEval(script *redis.Script, keysAndArgs []any) *queuedCmd {
-	args := func(verb, body string) []any {
-		a := make([]any, 0, 3+len(keysAndArgs))
-		return append(append(a, verb, body, script.KeyCount), keysAndArgs...)
-	}
-	ctx := context.Background()
-	return &queuedCmd{pipe: c.pool.pipe,
-		cmd:   goredislib.NewCmd(ctx, args("evalsha", script.Hash)...),
-		retry: goredislib.NewCmd(ctx, args("eval", script.Src)...)}
+	return &queuedCmd{pipe: c.pool.pipe, cmd: scriptCmd("evalsha", script.Hash, script, keysAndArgs),
+		script: script, keysAndArgs: keysAndArgs}
+}
+
+// scriptCmd is "verb body numkeys keys... args...": verb EVALSHA with the script's hash, or EVAL
+// with its source.
+func scriptCmd(verb, body string, script *redis.Script, keysAndArgs []any) *goredislib.Cmd {
+	args := make([]any, 0, 3+len(keysAndArgs))
+	args = append(append(args, verb, body, script.KeyCount), keysAndArgs...)
+	return goredislib.NewCmd(context.Background(), args...)
 }
 
 // evalResult is the answer of a script call, as redsync's go-redis adapter gives it.
