@@ -38,13 +38,13 @@ func (k *kindRunner) claim(ctx context.Context, n int) (claims []*claimed, err e
 		return nil, err
 	}
 	if !k.keyed && lim.maxRunning == nil {
-		return k.claimPlain(ctx, k.d.cfg.DB, n)
+		return k.claimPlain(ctx, k.d.db, n)
 	}
 	begin := []string{"BEGIN"}
 	if k.keyed {
 		begin = append(begin, genericPlans)
 	}
-	tx, err := beginClaim(ctx, k.d.cfg.DB, begin...)
+	tx, err := beginClaim(ctx, k.d.db, begin...)
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}

@@ -13,9 +13,20 @@ import (
 
 // Config configures a Dispatcher. Zero fields take the defaults stated on each.
 type Config struct {
-	// DB is the pool jobs are claimed and finished through. Required. Size it for Concurrency plus a
-	// few connections: a running job holds none, but claims, heartbeats and finishes use them.
+	// DB is the application's pool. Required. Start opens a second, smaller pool with DB's settings
+	// (DispatcherConns connections) for the dispatcher's own statements: claims, heartbeats, finishes
+	// and maintenance never wait behind the application's or the handlers' use of DB. From DB itself
+	// the dispatcher takes only the transactions of RegisterTx handlers (at most TxHandlerConns at
+	// once) and the registry checks of Start. A Register handler holds no connection of either pool.
 	DB *pgxpool.Pool
+	// DispatcherConns is the size of the dispatcher's own pool. Default DB's MaxConns, at least 2,
+	// the least that lets a heartbeat run while a claim does.
+	DispatcherConns int
+	// TxHandlerConns is how many RegisterTx handlers may hold a connection of DB at once, over all
+	// kinds; the others wait for one before their transaction begins (their lease is renewed
+	// meanwhile). Default DB's MaxConns minus 1, at least 1, which leaves DB a connection for the
+	// application's other statements. It cannot exceed DB's MaxConns.
+	TxHandlerConns int
 	// Redis are the lock nodes: 1, 3 or 5 independent servers (a Redlock quorum). Required when a
 	// kind with a concurrency key is registered; kinds without one never touch Redis. Build the clients
 	// with execlock.NewClient so a stalled node cannot block a call past its deadline.
@@ -75,6 +86,9 @@ const (
 	// DefaultPruneInterval is the default Config.PruneInterval.
 	DefaultPruneInterval = time.Minute
 	pollOnlyInterval     = 200 * time.Millisecond
+	// minDispatcherConns lets a claim, a heartbeat and a finish each wait for at most one other
+	// statement rather than for one another in turn.
+	minDispatcherConns = 2
 	// maxDefaultRescueInterval caps the default RescueInterval, so a long lease is rescued promptly
 	// after it expires.
 	maxDefaultRescueInterval = 5 * time.Second
@@ -117,6 +131,15 @@ func (c Config) withDefaults() Config {
 	if c.PruneInterval == 0 {
 		c.PruneInterval = DefaultPruneInterval
 	}
+	if c.DB != nil {
+		dbConns := int(c.DB.Config().MaxConns)
+		if c.DispatcherConns == 0 {
+			c.DispatcherConns = max(dbConns, minDispatcherConns)
+		}
+		if c.TxHandlerConns == 0 {
+			c.TxHandlerConns = max(dbConns-1, 1)
+		}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -128,6 +151,12 @@ func (c Config) validate() error {
 	var errs []error
 	if c.DB == nil {
 		errs = append(errs, errors.New("dispatcher: Config.DB is nil: pass a *pgxpool.Pool"))
+	}
+	if c.DB != nil && c.DispatcherConns < minDispatcherConns {
+		errs = append(errs, fmt.Errorf("dispatcher: Config.DispatcherConns is %d: the dispatcher needs at least %d connections of its own (so that a heartbeat can run while a claim does); give %d or more, or 0 for the default", c.DispatcherConns, minDispatcherConns, minDispatcherConns))
+	}
+	if c.DB != nil && (c.TxHandlerConns < 1 || c.TxHandlerConns > int(c.DB.Config().MaxConns)) {
+		errs = append(errs, fmt.Errorf("dispatcher: Config.TxHandlerConns is %d: give 1 to Config.DB's MaxConns (%d), or 0 for the default; to run more RegisterTx handlers at once, raise the pool's pool_max_conns", c.TxHandlerConns, c.DB.Config().MaxConns))
 	}
 	if n := len(c.Redis); n > 0 && n%2 == 0 {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.Redis has %d nodes: Redlock needs an odd number (1, 3 or 5) of independent nodes", n))

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/jobpipe/jobpipe/execlock"
 )
 
@@ -24,6 +26,10 @@ const (
 type Dispatcher struct {
 	cfg    Config
 	logger *slog.Logger
+	// db is the dispatcher's own pool (Config.DispatcherConns), opened by Start and closed by Stop: its
+	// statements never wait behind the application's use of Config.DB.
+	db      *pgxpool.Pool
+	txConns connBudget // RegisterTx handlers' share of Config.DB
 	locker *execlock.Locker // nil without Redis nodes
 	stats  stats
 
@@ -45,7 +51,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{cfg: cfg, logger: cfg.Logger, kinds: map[string]*kindRunner{}}
+	d := &Dispatcher{cfg: cfg, logger: cfg.Logger, kinds: map[string]*kindRunner{}, txConns: newConnBudget(cfg.TxHandlerConns)}
 	if len(cfg.Redis) > 0 {
 		locker, err := execlock.New(&execlock.Config{Nodes: cfg.Redis, Prefix: cfg.RedisPrefix,
 			ExecTTL: cfg.LeaseTTL, QueueTTL: cfg.LeaseTTL, NodeName: cfg.NodeName, DisablePipelining: cfg.DisableLockPipelining})
@@ -81,6 +87,14 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err := d.saveSchedules(ctx); err != nil {
 		return err
 	}
+	own := d.cfg.DB.Config()
+	own.MaxConns = int32(d.cfg.DispatcherConns)
+	own.MinConns, own.MinIdleConns = 0, 0
+	db, err := pgxpool.NewWithConfig(context.WithoutCancel(ctx), own)
+	if err != nil {
+		return fmt.Errorf("dispatcher: Start: opening the dispatcher's own pool: %w", err)
+	}
+	d.db = db
 	loopCtx, stop := context.WithCancel(context.Background())
 	d.stopLoops = stop
 	d.jobsCtx, d.cancelJobs = context.WithCancelCause(context.Background())
@@ -145,8 +159,27 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	if d.locker != nil {
 		d.locker.Close() // ends its background clean-up of lock deletes; the clients stay the caller's
 	}
+	d.db.Close()
 	return err
 }
 
 // Stats returns counters of what the dispatcher has done since New.
 func (d *Dispatcher) Stats() Stats { return d.stats.snapshot(d.locker) }
+
+// connBudget bounds how many RegisterTx handlers hold a connection of Config.DB at once, so that they
+// queue for one rather than take every connection the application has.
+type connBudget chan struct{}
+
+func newConnBudget(n int) connBudget { return make(connBudget, n) }
+
+// acquire waits for a share of the budget until ctx is done.
+func (b connBudget) acquire(ctx context.Context) error {
+	select {
+	case b <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (b connBudget) release() { <-b }

@@ -85,7 +85,7 @@ func (f *finisher) flush(batch []finishReq) {
 	wait := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), k.d.cfg.LeaseTTL)
-		held, err := k.runFinish(ctx, k.d.cfg.DB, batch)
+		held, err := k.runFinish(ctx, k.d.db, batch)
 		cancel()
 		if err == nil {
 			for _, r := range batch {

@@ -81,7 +81,7 @@ func (r *running) heartbeat(ctx context.Context) error {
 	defer cancel()
 	sent := time.Now()
 	var id int64
-	err := r.k.d.cfg.DB.QueryRow(ctx, r.k.sql.extend, r.id, r.token, r.k.leaseSeconds()).Scan(&id)
+	err := r.k.d.db.QueryRow(ctx, r.k.sql.extend, r.id, r.token, r.k.leaseSeconds()).Scan(&id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return r.lose(errors.New("the row's token changed: the job was taken back"))

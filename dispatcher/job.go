@@ -44,7 +44,14 @@ func (j *Job[T]) Heartbeat(ctx context.Context) error { return j.run.heartbeat(c
 // or the dispatcher stops; context.Cause says which.
 type Handler[T any] func(ctx context.Context, job *Job[T]) error
 
-// TxHandler works one job inside a transaction. When it returns nil, the job is marked processed in
-// that same transaction, so the handler's writes and the job's completion commit together or not at
-// all. If the job's lease was lost meanwhile, the transaction is rolled back.
+// TxHandler works one job inside a transaction from Config.DB, which ends with what the handler
+// returns:
+//   - nil: the job is marked processed in the transaction, and it commits.
+//   - Snooze: the job's wait is written in the transaction, and it commits.
+//   - RunAgain: the job is marked processed and its next run enqueued in the transaction, and it commits.
+//   - Discard: the transaction rolls back; the job fails, with no write of the handler kept.
+//   - any other error (or a panic): the transaction rolls back; the job is retried or failed.
+//
+// So the handler's writes are kept exactly when the attempt ends well. If the job's lease was lost
+// before the commit, the transaction rolls back whatever the handler returned.
 type TxHandler[T any] func(ctx context.Context, tx pgx.Tx, job *Job[T]) error

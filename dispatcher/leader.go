@@ -68,10 +68,10 @@ func (d *Dispatcher) lead(ctx context.Context) {
 			// held: a renewal that timed out may have been committed all the same.
 			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			for name := range d.kinds {
-				_, _ = d.cfg.DB.Exec(c, resignSQL, rescueLease(name), d.cfg.NodeName)
+				_, _ = d.db.Exec(c, resignSQL, rescueLease(name), d.cfg.NodeName)
 				if p := pruning[name]; p != nil {
 					p.Store(false)
-					_, _ = d.cfg.DB.Exec(c, resignSQL, pruneLease(name), d.cfg.NodeName)
+					_, _ = d.db.Exec(c, resignSQL, pruneLease(name), d.cfg.NodeName)
 				}
 			}
 			cancel()
@@ -83,7 +83,7 @@ func (d *Dispatcher) lead(ctx context.Context) {
 
 func (d *Dispatcher) takeLead(ctx context.Context, lease string, was bool) bool {
 	var holder string
-	err := d.cfg.DB.QueryRow(ctx, takeLeadSQL, lease, d.cfg.NodeName, d.cfg.LeaderTTL.Seconds()).Scan(&holder)
+	err := d.db.QueryRow(ctx, takeLeadSQL, lease, d.cfg.NodeName, d.cfg.LeaderTTL.Seconds()).Scan(&holder)
 	leading := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
 		d.logger.Warn("dispatcher: leader election failed", "lease", lease, "err", err)
@@ -111,7 +111,7 @@ func (k *kindRunner) rescue(ctx context.Context) (int, error) {
 	for i := range delays {
 		delays[i] = k.info.Backoff.Delay(i + 1).Seconds()
 	}
-	rows, err := k.d.cfg.DB.Query(ctx, k.sql.rescue, k.info.MaxAttempts, delays)
+	rows, err := k.d.db.Query(ctx, k.sql.rescue, k.info.MaxAttempts, delays)
 	if err != nil {
 		return 0, err
 	}

@@ -43,7 +43,7 @@ func (k *kindRunner) currentLimits(ctx context.Context) (kindLimits, error) {
 	}
 	var maxRunning, keyLimit *int
 	var paused bool
-	err := k.d.cfg.DB.QueryRow(ctx, readKindLimitsSQL, k.info.Name).Scan(&maxRunning, &keyLimit, &paused)
+	err := k.d.db.QueryRow(ctx, readKindLimitsSQL, k.info.Name).Scan(&maxRunning, &keyLimit, &paused)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		k.limitsStale.Store(true)
 		return kindLimits{}, fmt.Errorf("dispatcher: reading the limits of %q: %w", k.info.Name, err)

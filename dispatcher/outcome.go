@@ -16,7 +16,7 @@ type SnoozeError struct{ Delay time.Duration }
 func (e *SnoozeError) Error() string { return fmt.Sprintf("dispatcher: snooze for %v", e.Delay) }
 
 // Snooze puts the job back to wait d before it runs again; the attempt is not counted, so a job may
-// snooze any number of times.
+// snooze any number of times. A TxHandler's writes commit with the snooze.
 func Snooze(d time.Duration) error { return &SnoozeError{Delay: max(d, 0)} }
 
 // DiscardError asks for the job to fail now, without retries. Make it with Discard.
@@ -26,7 +26,7 @@ func (e *DiscardError) Error() string { return "dispatcher: discarded: " + errSt
 func (e *DiscardError) Unwrap() error { return e.Err }
 
 // Discard fails the job now with err as its last error, however many attempts are left: for errors
-// that retrying cannot fix.
+// that retrying cannot fix. A TxHandler's writes are rolled back.
 func Discard(err error) error { return &DiscardError{Err: err} }
 
 // RunAgainError asks for the job to be marked processed and a new job with the same data to be
@@ -35,8 +35,8 @@ type RunAgainError struct{ Delay time.Duration }
 
 func (e *RunAgainError) Error() string { return fmt.Sprintf("dispatcher: run again in %v", e.Delay) }
 
-// RunAgain marks the job processed and enqueues its next run, with the same data, d from now, in the
-// same transaction: a job that works through a backlog a slice at a time re-enqueues itself while work
+// RunAgain marks the job processed and enqueues its next run, with the same data, d from now, in one
+// transaction (a TxHandler's own, which then commits with the handler's writes): a job that works through a backlog a slice at a time re-enqueues itself while work
 // is left. For kinds with unique fields, the next run is skipped when a job of the same key is already
 // waiting (it will do the work).
 func RunAgain(d time.Duration) error { return &RunAgainError{Delay: max(d, 0)} }

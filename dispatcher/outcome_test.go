@@ -3,7 +3,11 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,5 +137,90 @@ func TestTransactionalCompletion(t *testing.T) {
 	}
 	if n := countWhere(t, b.db, "ledger", "true"); n != 1 || countWhere(t, b.db, "ledger", "job_id = "+strconv.FormatInt(ok.ID, 10)+" AND attempt = 1") != 1 {
 		t.Errorf("ledger has %d rows, want only the good transfer's", n)
+	}
+}
+
+// A TxHandler's writes commit with the outcomes that end an attempt well (success, Snooze, RunAgain)
+// and roll back with those that fail it (an error, Discard).
+func TestTxHandlerOutcomes(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	ctx := context.Background()
+	kind := jobinfo.MustDefine[plainJob]("txsteered", jobinfo.MaxAttempts(2), jobinfo.Backoff(backoff.Constant(10*time.Millisecond)))
+	createKind(t, b.db, kind)
+	if _, err := b.db.Exec(ctx, `CREATE TABLE effects (job_id bigint, attempt int, note text)`); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int64{}
+	for i, note := range []string{"snooze", "again", "discard", "error"} {
+		res, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: int64(i), Note: note})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[note] = res.ID
+	}
+	var runs sync.Map // note -> *atomic.Int64
+	b.start(t, b.cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.RegisterTx(d, kind, func(ctx context.Context, tx pgx.Tx, j *dispatcher.Job[plainJob]) error {
+			n, _ := runs.LoadOrStore(j.Data.Note, new(atomic.Int64))
+			run := n.(*atomic.Int64).Add(1)
+			var before int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM effects WHERE note = $1`, j.Data.Note).Scan(&before); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2, $3)`, j.ID, j.Attempt, j.Data.Note); err != nil {
+				return err
+			}
+			switch j.Data.Note {
+			case "snooze":
+				if before == 0 {
+					return dispatcher.Snooze(10 * time.Millisecond)
+				}
+			case "again":
+				// A poller that stops after three runs, counted from what its runs wrote. Runs are
+				// capped, so that losing its writes ends the test rather than looping.
+				if before < 2 && run < 10 {
+					return dispatcher.RunAgain(0)
+				}
+			case "discard":
+				return dispatcher.Discard(errors.New("bad recipient"))
+			case "error":
+				return errors.New("upstream refused")
+			}
+			return nil
+		})
+	})
+	waitFor(t, "all finished", 20*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "txsteered", "processed_at IS NULL AND failed_at IS NULL") == 0, nil
+	})
+	if s := readState(t, b.db, "txsteered", ids["snooze"]); s != (rowState{Attempts: 1, Processed: true}) {
+		t.Errorf("snoozed job: %+v; want processed after 1 counted attempt", s)
+	}
+	if s := readState(t, b.db, "txsteered", ids["discard"]); s != (rowState{Attempts: 1, Failed: true, LastError: "dispatcher: discarded: bad recipient"}) {
+		t.Errorf("discarded job: %+v", s)
+	}
+	if s := readState(t, b.db, "txsteered", ids["error"]); s != (rowState{Attempts: 2, Failed: true, LastError: "upstream refused"}) {
+		t.Errorf("failing job: %+v", s)
+	}
+	if n := countWhere(t, b.db, "txsteered", "note = 'again' AND processed_at IS NOT NULL AND attempts_made = 1"); n != 3 {
+		t.Errorf("run-again chain: %d processed rows; want 3", n)
+	}
+	rows, err := b.db.Query(ctx, `SELECT note, attempt, count(*) FROM effects GROUP BY note, attempt ORDER BY note, attempt`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var note string
+		var attempt, n int
+		err := r.Scan(&note, &attempt, &n)
+		return fmt.Sprintf("%s/%d x%d", note, attempt, n), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The snoozed job's two runs and the poller's three commit; the discarded and failing attempts
+	// write nothing.
+	if want := []string{"again/1 x3", "snooze/1 x2"}; !slices.Equal(got, want) {
+		t.Errorf("committed effects %v; want %v", got, want)
 	}
 }

@@ -147,7 +147,7 @@ func (k *kindRunner) claimAndStart(ctx context.Context, n int) (int, error) {
 func (k *kindRunner) armDueTimer(ctx context.Context, timer *time.Timer) {
 	var next *time.Time
 	var now time.Time
-	err := k.d.cfg.DB.QueryRow(ctx, "SELECT ("+k.sql.nextDue+"), now()").Scan(&next, &now)
+	err := k.d.db.QueryRow(ctx, "SELECT ("+k.sql.nextDue+"), now()").Scan(&next, &now)
 	if err != nil {
 		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
 			k.d.logger.Warn("dispatcher: reading the next scheduled time failed", "kind", k.info.Name, "err", err)

@@ -63,7 +63,7 @@ func (d *Dispatcher) pruneKind(ctx context.Context, k *kindRunner, leading *atom
 		}
 	}
 	start := time.Now()
-	res, err := prune.Run(c, d.cfg.DB, k.info, o)
+	res, err := prune.Run(c, d.db, k.info, o)
 	d.stats.prunedProcessed.Add(res.Processed)
 	d.stats.prunedFailed.Add(res.Failed)
 	if err != nil && !errors.Is(err, context.Canceled) {

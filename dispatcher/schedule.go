@@ -155,7 +155,7 @@ func (d *Dispatcher) leadSchedules(ctx context.Context) {
 			// been committed all the same).
 			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			for _, r := range runners {
-				_, _ = d.cfg.DB.Exec(c, resignSQL, scheduleLease(r.sched.Spec().Name), d.cfg.NodeName)
+				_, _ = d.db.Exec(c, resignSQL, scheduleLease(r.sched.Spec().Name), d.cfg.NodeName)
 			}
 			cancel()
 			return
@@ -184,7 +184,7 @@ func (d *Dispatcher) fireSchedule(ctx context.Context, r *scheduleRunner, skew *
 	// uncounted (and unlogged). LeaderTTL bounds it.
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.LeaderTTL)
 	defer cancel()
-	round, err := schedule.Fire(c, d.cfg.DB, name, schedule.MaxPerRound, r.enqueue)
+	round, err := schedule.Fire(c, d.db, name, schedule.MaxPerRound, r.enqueue)
 	if err != nil {
 		if ctx.Err() == nil && err.Error() != r.lastErr {
 			d.logger.Warn("dispatcher: schedule round failed; retrying", "schedule", name, "err", err)

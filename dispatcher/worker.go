@@ -60,7 +60,7 @@ func (k *kindRunner) work(c *claimed) {
 	r := newRunning(k, c, lock, cancel)
 	go r.beat()
 	started := k.clock()
-	err := k.call(ctx, c, r)
+	recorded, err := k.call(ctx, c, r)
 	ran := elapsed(started)
 	lost := r.finish()
 	if !k.txMode {
@@ -74,12 +74,14 @@ func (k *kindRunner) work(c *claimed) {
 		// after, the next job's worker could find the lock still held and have to give its claim back.
 		_ = lock.Release(context.Background())
 	}
-	out, errText, delay := k.decide(c, err, lost, context.Cause(ctx))
-	if out == outProcessed && k.txMode {
-		k.d.stats.count(outProcessed) // recorded in the handler's transaction
-		k.observeFinish(out, true, err, lost, ran)
+	if recorded {
+		// Committed in the handler's transaction, before any loss of the lease could matter.
+		out, _, _ := committedOutcome(err)
+		k.d.stats.count(out)
+		k.observeFinish(out, true, err, nil, ran)
 		return
 	}
+	out, errText, delay := k.decide(c, err, lost, context.Cause(ctx))
 	k.freeSlot(c)
 	held := k.finishOne(c, out, errText, delay)
 	k.observeFinish(out, held, err, lost, ran)
@@ -107,27 +109,42 @@ func (k *kindRunner) releaseQueueLock(c *claimed) {
 	}
 }
 
-// call runs the handler, turning a panic into an error. A TxHandler's success commits the job's
-// completion with the handler's writes; errProcessedInTx then reports it.
-func (k *kindRunner) call(ctx context.Context, c *claimed, r *running) (err error) {
+// call runs the handler, turning a panic into an error. For a RegisterTx kind, recorded reports that
+// the job's outcome was committed in the handler's transaction (see callTx).
+func (k *kindRunner) call(ctx context.Context, c *claimed, r *running) (recorded bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("dispatcher: the handler panicked: %v\n%s", p, debug.Stack())
+			recorded, err = false, fmt.Errorf("dispatcher: the handler panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
 	if !k.txMode {
-		return k.handle(ctx, nil, c, r)
+		return false, k.handle(ctx, nil, c, r)
 	}
-	return pgx.BeginFunc(ctx, k.d.cfg.DB, func(tx pgx.Tx) error {
-		if err := k.handle(ctx, tx, c, r); err != nil {
-			return err
+	return k.callTx(ctx, c, r)
+}
+
+// callTx runs a TxHandler in a transaction from Config.DB. Outcomes that end the attempt well
+// (success, Snooze, RunAgain) are written in that transaction, so the handler's writes commit with
+// them or not at all; an error or Discard rolls the handler's writes back, and the outcome is then
+// written by the finisher like any other kind's.
+func (k *kindRunner) callTx(ctx context.Context, c *claimed, r *running) (recorded bool, err error) {
+	if err := k.d.txConns.acquire(ctx); err != nil {
+		return false, err
+	}
+	defer k.d.txConns.release()
+	var handlerErr error
+	err = pgx.BeginFunc(ctx, k.d.cfg.DB, func(tx pgx.Tx) error {
+		handlerErr = k.handle(ctx, tx, c, r)
+		out, delay, ok := committedOutcome(handlerErr)
+		if !ok {
+			return handlerErr
 		}
-		// Completion in the handler's transaction: fenced like any finish, and refused once the
-		// lease is lost, so the handler's writes commit only with a valid claim.
+		// Fenced like any finish, and refused once the lease is lost, so the handler's writes commit
+		// only with a valid claim.
 		if cause := context.Cause(ctx); cause != nil {
 			return cause
 		}
-		held, err := k.runFinish(ctx, tx, []finishReq{{id: c.id, token: c.token, out: outProcessed}})
+		held, err := k.runFinish(ctx, tx, []finishReq{{id: c.id, token: c.token, out: out, delay: delay}})
 		if err != nil {
 			return err
 		}
@@ -136,6 +153,26 @@ func (k *kindRunner) call(ctx context.Context, c *claimed, r *running) (err erro
 		}
 		return nil
 	})
+	if err != nil {
+		return false, err
+	}
+	return true, handlerErr
+}
+
+// committedOutcome maps what a TxHandler returned to the outcome committed with its transaction; ok
+// is false for the results whose writes are rolled back (an error, Discard).
+func committedOutcome(err error) (out outcome, delay time.Duration, ok bool) {
+	var snooze *SnoozeError
+	var again *RunAgainError
+	switch {
+	case err == nil:
+		return outProcessed, 0, true
+	case errors.As(err, &snooze):
+		return outSnooze, snooze.Delay, true
+	case errors.As(err, &again):
+		return outRunAgain, again.Delay, true
+	}
+	return 0, 0, false
 }
 
 // decide turns the handler's result into the outcome to record.
