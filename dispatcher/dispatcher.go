@@ -29,9 +29,9 @@ type Dispatcher struct {
 	// db is the dispatcher's own pool (Config.DispatcherConns), opened by Start and closed by Stop: its
 	// statements never wait behind the application's use of Config.DB.
 	db      *pgxpool.Pool
-	txConns connBudget // RegisterTx handlers' share of Config.DB
-	locker *execlock.Locker // nil without Redis nodes
-	stats  stats
+	txConns connBudget       // RegisterTx handlers' share of Config.DB
+	locker  *execlock.Locker // nil without Redis nodes
+	stats   stats
 
 	mu        sync.Mutex
 	state     lifecycle
