@@ -89,7 +89,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	}
 	own := d.cfg.DB.Config()
 	own.MaxConns = int32(d.cfg.DispatcherConns)
-	own.MinConns, own.MinIdleConns = 0, 0
+	own.MinConns, own.MinIdleConns = min(own.MinConns, own.MaxConns), min(own.MinIdleConns, own.MaxConns)
 	db, err := pgxpool.NewWithConfig(context.WithoutCancel(ctx), own)
 	if err != nil {
 		return fmt.Errorf("dispatcher: Start: opening the dispatcher's own pool: %w", err)
