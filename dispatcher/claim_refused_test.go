@@ -2,9 +2,12 @@ package dispatcher_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
 	"github.com/jobpipe/jobpipe/jobinfo"
@@ -45,6 +48,15 @@ func TestClaimRefusedMidStatementKeepsThePass(t *testing.T) {
 	)
 	cfg := b.cfg
 	cfg.Concurrency = 4
+	// Its own application_name tells this dispatcher's sessions from other tests' in pg_stat_activity.
+	app := fmt.Sprintf("jobpipe_refused_%d", time.Now().UnixNano())
+	poolCfg := b.db.Config()
+	poolCfg.ConnConfig.RuntimeParams["application_name"] = app
+	cfg.DB, err = pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cfg.DB.Close)
 	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
 		return dispatcher.Register(d, kind, func(_ context.Context, j *dispatcher.Job[postSync]) error {
 			mu.Lock()
@@ -57,7 +69,7 @@ func TestClaimRefusedMidStatementKeepsThePass(t *testing.T) {
 	waitFor(t, "the claim to wait on the running-slots index", 10*time.Second, func() (bool, error) {
 		var n int
 		err := b.db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE%post_sync%'`).Scan(&n)
+			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%UPDATE%post_sync%'`, app).Scan(&n)
 		return n > 0, err
 	})
 	if err := other.Commit(ctx); err != nil {
