@@ -259,6 +259,59 @@ func TestHandlerIgnoringItsTimeoutCannotKeepItsKey(t *testing.T) {
 	}
 }
 
+// A handler that returns nil after its deadline, within the grace, has done its work: the job is
+// processed. A RegisterTx handler's transaction cannot commit once its context has ended: its attempt is
+// retried as timed out and its writes roll back.
+func TestNilAfterTheDeadline(t *testing.T) {
+	t.Parallel()
+	for _, txMode := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tx=%t", txMode), func(t *testing.T) {
+			t.Parallel()
+			b := newRun(t)
+			kind := jobinfo.MustDefine[plainJob]("late_job", jobinfo.Timeout(200*time.Millisecond), jobinfo.Backoff(backoff.Constant(time.Hour)))
+			createKind(t, b.db, kind)
+			ctx := context.Background()
+			if _, err := b.db.Exec(ctx, `CREATE TABLE late_writes (id int PRIMARY KEY)`); err != nil {
+				t.Fatal(err)
+			}
+			job, _ := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: 1})
+			handle := func(ctx context.Context, tx pgx.Tx, j *dispatcher.Job[plainJob]) error {
+				if tx != nil {
+					if _, err := tx.Exec(ctx, `INSERT INTO late_writes VALUES (1)`); err != nil {
+						return err
+					}
+				}
+				<-ctx.Done()
+				return nil
+			}
+			d := b.start(t, b.cfg, func(d *dispatcher.Dispatcher) error {
+				if txMode {
+					return dispatcher.RegisterTx(d, kind, handle)
+				}
+				return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[plainJob]) error { return handle(ctx, nil, j) })
+			})
+			waitFor(t, "the attempt recorded", 20*time.Second, func() (bool, error) {
+				return countWhere(t, b.db, "late_job", "lease_expires_at IS NULL AND attempts_made = 1") == 1, nil
+			})
+			stopNow(t, d)
+			want, stats := jobRow{Attempts: 1, Processed: true}, dispatcher.Stats{Claimed: 1, Processed: 1}
+			if txMode {
+				want = jobRow{Attempts: 1, LastError: "dispatcher: the job ran past its timeout of 200ms", Waits: time.Hour}
+				stats = dispatcher.Stats{Claimed: 1, Retried: 1, TimedOut: 1}
+			}
+			if got := readJobRow(t, b.db, "late_job", job.ID); got != want {
+				t.Errorf("job: %+v, want %+v", got, want)
+			}
+			if got := d.Stats(); got != stats {
+				t.Errorf("stats %+v, want %+v", got, stats)
+			}
+			if n := countWhere(t, b.db, "late_writes", "true"); n != 0 {
+				t.Errorf("%d late writes committed", n)
+			}
+		})
+	}
+}
+
 // Every kind's handlers have a deadline, DefaultTimeout unless the kind sets one; a negative timeout
 // sets none.
 func TestTimeoutDefaultAndDisabled(t *testing.T) {

@@ -175,9 +175,11 @@ func Retention(processed, failed time.Duration) Option {
 // deadline d after it starts, with a cause wrapping dispatcher.ErrTimeout that names d. A handler that
 // returns an error after the deadline has its attempt retried with backoff (failed when no attempts
 // are left) and its last error says it ran past its timeout; one that returns nil has done its work,
-// and the job is processed. A handler that ignores its context is abandoned a grace period after the
-// deadline (dispatcher.Config.HandlerGrace): its attempt is recorded as timed out, its key's slot and
-// its lease are given back, and whatever it returns later changes nothing.
+// and the job is processed (but a RegisterTx handler's transaction cannot commit after the deadline:
+// it rolls back, and the attempt is retried as timed out). A handler that ignores its context is
+// abandoned a grace period after the deadline (dispatcher.Config.HandlerGrace): its attempt is
+// recorded as timed out, its lease and its key's slot are given back, and whatever it returns later
+// changes nothing.
 //
 // 0 means the default. NoTimeout (any negative duration) sets no deadline: a handler then runs until it
 // returns, its lease is lost, or Stop's deadline passes. A job cannot set its own timeout; a handler
