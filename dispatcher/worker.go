@@ -16,7 +16,8 @@ import (
 const releaseDelay = time.Second
 
 // work runs one claimed job to its recorded outcome. It owns the job's slot in k.sem until the handler
-// has returned, and the job until its outcome is written (Stop waits for that).
+// has returned, and the job until its outcome is written (Stop waits for that); a handler that outlives
+// its context by HandlerGrace hands both to abandon (see timeout.go).
 func (k *kindRunner) work(c *claimed) {
 	abandoned := false
 	defer func() {
