@@ -49,6 +49,14 @@ type Config struct {
 	LeaseTTL time.Duration
 	// HeartbeatInterval is how often running jobs extend their lease. Default LeaseTTL/3.
 	HeartbeatInterval time.Duration
+	// HandlerGrace is how long a handler whose context has ended (its kind's timeout passed, its
+	// lease was lost, or Stop's deadline passed) has to return before the worker stops waiting for it.
+	// The worker then records the attempt as a retry, gives back the job's lease, its key's slot and
+	// its place in Concurrency, and lets the handler's goroutine run on until it returns; whatever it
+	// returns changes nothing. Default 5 s: a handler that honours its context returns well within
+	// it (a cancelled query or request ends at once, a rollback takes a round trip), and a key is not
+	// held much past its job's timeout.
+	HandlerGrace time.Duration
 	// PollInterval is how often each kind looks for work when nothing woke it: the safety net under
 	// LISTEN/NOTIFY and the scheduled-time timer. Default 2 s, or 200 ms with PollOnly.
 	PollInterval time.Duration
@@ -82,6 +90,8 @@ const (
 	DefaultPollInterval = 2 * time.Second
 	DefaultClaimBatch   = 100
 	DefaultLeaderTTL    = 15 * time.Second
+	// DefaultHandlerGrace is the default Config.HandlerGrace.
+	DefaultHandlerGrace = 5 * time.Second
 	DefaultRedisPrefix  = "jobpipe:lock:"
 	// DefaultPruneInterval is the default Config.PruneInterval.
 	DefaultPruneInterval = time.Minute
@@ -111,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = c.LeaseTTL / 3
+	}
+	if c.HandlerGrace == 0 {
+		c.HandlerGrace = DefaultHandlerGrace
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
@@ -172,6 +185,9 @@ func (c Config) validate() error {
 	}
 	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.LeaseTTL/2 {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.HeartbeatInterval %v must be positive and at most half of LeaseTTL (%v), so a lease is renewed before it expires", c.HeartbeatInterval, c.LeaseTTL))
+	}
+	if c.HandlerGrace < 0 {
+		errs = append(errs, fmt.Errorf("dispatcher: Config.HandlerGrace %v is negative: give how long a handler whose context ended may take to return (default %v)", c.HandlerGrace, DefaultHandlerGrace))
 	}
 	if c.PollInterval <= 0 {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.PollInterval %v must be positive", c.PollInterval))

@@ -125,8 +125,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 
 // Stop shuts the dispatcher down: it stops claiming, lets running jobs finish until ctx is done, then
 // cancels the rest (their context's cause is ErrShutdown) and waits for them to return, records every
-// outcome, gives up leadership and releases every lock. Handlers must return once their context is
-// cancelled for Stop to return.
+// outcome, gives up leadership and releases every lock. A handler that has not returned
+// Config.HandlerGrace after its context was cancelled is abandoned: its job goes back to wait, and Stop
+// returns without waiting for its goroutine.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	if d.state != stateRunning {

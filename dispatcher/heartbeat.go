@@ -25,6 +25,7 @@ type running struct {
 	mu       sync.Mutex // serialises heartbeats: explicit ones and the automatic loop
 	deadline time.Time  // when the lease runs out by the local clock; guarded by mu
 	watchdog *time.Timer
+	ended    bool // the attempt's outcome is decided: no heartbeat renews it any more; guarded by mu
 
 	lostMu sync.Mutex // guards lost only, so the watchdog never waits behind a slow heartbeat
 	lost   error
@@ -76,6 +77,9 @@ func (r *running) heartbeat(ctx context.Context) error {
 	if err := r.lostErr(); err != nil {
 		return err
 	}
+	if r.ended {
+		return errAttemptEnded
+	}
 	// A renewal that ends after the lease has run out renews nothing: bound it by the lease.
 	ctx, cancel := context.WithDeadline(ctx, r.deadline)
 	defer cancel()
@@ -122,12 +126,17 @@ func (r *running) beat() {
 	}
 }
 
-// finish stops the heartbeats and reports whether the lease was lost.
+// errAttemptEnded is what Job.Heartbeat returns once the attempt's outcome is decided: from a
+// handler the worker stopped waiting for, or from a goroutine the handler left behind.
+var errAttemptEnded = fmt.Errorf("%w: the attempt has ended and its outcome is recorded", ErrLeaseLost)
+
+// finish stops the heartbeats, explicit ones too, and reports whether the lease was lost.
 func (r *running) finish() error {
 	close(r.stop)
 	<-r.done
 	r.mu.Lock()
 	r.watchdog.Stop()
+	r.ended = true
 	r.mu.Unlock()
 	return r.lostErr()
 }

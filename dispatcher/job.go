@@ -41,7 +41,10 @@ func (j *Job[T]) Heartbeat(ctx context.Context) error { return j.run.heartbeat(c
 
 // Handler works one job of kind T. It returns nil when the job is done, or an error to retry it (see
 // Snooze, Discard and RunAgain for the other outcomes). ctx is cancelled when the job's lease is lost
-// or the dispatcher stops; context.Cause says which.
+// or the dispatcher stops, and its deadline is the kind's timeout (jobinfo.Timeout); context.Cause
+// says which (it wraps ErrLeaseLost or ErrTimeout, or is ErrShutdown). A handler must return soon after: past
+// Config.HandlerGrace the worker stops waiting for it, records the attempt as a retry, and gives its
+// key's slot to the next job, while whatever it returns later changes nothing.
 type Handler[T any] func(ctx context.Context, job *Job[T]) error
 
 // TxHandler works one job inside a transaction from Config.DB, which ends with what the handler
@@ -53,5 +56,6 @@ type Handler[T any] func(ctx context.Context, job *Job[T]) error
 //   - any other error (or a panic): the transaction rolls back; the job is retried or failed.
 //
 // So the handler's writes are kept exactly when the attempt ends well. If the job's lease was lost
-// before the commit, the transaction rolls back whatever the handler returned.
+// before the commit, or its context ended (its timeout passed, or Stop's deadline), the transaction
+// rolls back whatever the handler returned.
 type TxHandler[T any] func(ctx context.Context, tx pgx.Tx, job *Job[T]) error

@@ -63,14 +63,18 @@ const (
 	// OutcomeStale: the outcome was not recorded because the row had moved on (its token changed, for
 	// example after a rescue).
 	OutcomeStale
+	// OutcomeTimedOut: the job ran past its kind's timeout and its handler returned an error, or did
+	// not return within Config.HandlerGrace; the job waits to run again, or failed when no attempts
+	// were left.
+	OutcomeTimedOut
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{"processed", "retried", "failed", "discarded", "snoozed", "run_again",
-	"released", "lease_lost", "stale"}
+	"released", "lease_lost", "stale", "timed_out"}
 
 // String returns the outcome's name as metrics label it: processed, retried, failed, discarded,
-// snoozed, run_again, released, lease_lost, stale.
+// snoozed, run_again, released, lease_lost, stale, timed_out.
 func (o Outcome) String() string {
 	if o >= numOutcomes {
 		return "unknown"
@@ -169,6 +173,8 @@ func observed(out outcome, held bool, err, lost error) Outcome {
 		return OutcomeLeaseLost
 	case !held:
 		return OutcomeStale
+	case (out == outRetry || out == outFailed) && errors.Is(err, ErrTimeout):
+		return OutcomeTimedOut
 	case out == outFailed && errors.As(err, &discard):
 		return OutcomeDiscarded
 	}

@@ -274,7 +274,7 @@ func TestOutcomeAndLockResultNames(t *testing.T) {
 	for _, r := range dispatcher.LockResults() {
 		names = append(names, r.String())
 	}
-	want := "[processed retried failed discarded snoozed run_again released lease_lost stale acquired taken unavailable]"
+	want := "[processed retried failed discarded snoozed run_again released lease_lost stale timed_out acquired taken unavailable]"
 	if fmt.Sprint(names) != want {
 		t.Errorf("names %v, want %s", names, want)
 	}

@@ -56,6 +56,11 @@ var (
 	// ErrShutdown: the dispatcher is stopping and the job ran past Stop's deadline. The job is put back
 	// to wait and runs again.
 	ErrShutdown = errors.New("dispatcher: stopping: the job was interrupted")
+	// ErrTimeout: the job ran past its kind's timeout (jobinfo.Timeout). The cause wraps it and names
+	// the timeout ("dispatcher: the job ran past its timeout of 1m0s"). An error the handler returns
+	// after it is retried as a timeout; nil still marks the job processed, except from a TxHandler,
+	// whose transaction can no longer commit.
+	ErrTimeout = errors.New("dispatcher: the job ran past its timeout")
 )
 
 // outcome is what the finisher writes for one job.

@@ -29,6 +29,10 @@ type kindRunner struct {
 	handle func(ctx context.Context, tx pgx.Tx, c *claimed, r *running) error
 	txMode bool
 	obs    KindObserver // nil without Config.Observer: see observer.go
+	// timeout bounds each handler's run (0: none), and timeoutCause is its context's cause when it
+	// passes, made once per kind (see timeout.go).
+	timeout      time.Duration
+	timeoutCause error
 
 	// limits, read when limitsRead is older than limitsTTL or limitsStale is set (see currentLimits).
 	limits      kindLimits
@@ -102,6 +106,9 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 	}
 	if info.Concurrency > 0 {
 		k.concurrency = info.Concurrency
+	}
+	if info.Timeout > 0 {
+		k.timeout, k.timeoutCause = info.Timeout, fmt.Errorf("%w of %v", ErrTimeout, info.Timeout)
 	}
 	k.sem = make(chan struct{}, k.concurrency)
 	d.mu.Lock()

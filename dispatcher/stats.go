@@ -16,6 +16,10 @@ type Stats struct {
 	StaleFinishes int64
 	// LeasesLost counts jobs whose lease or execution lock was lost while they ran.
 	LeasesLost int64
+	// TimedOut counts attempts that ran past their kind's timeout and ended as a retry (or failed)
+	// for it; Abandoned counts handlers the workers stopped waiting for, HandlerGrace after their
+	// context ended (a timeout, a lost lease, or Stop's deadline).
+	TimedOut, Abandoned int64
 	// ClaimsRefused counts jobs whose claim the database refused or left out although Redis granted
 	// their slot: the slot was taken meanwhile (or forgotten by a Redis node), or an earlier job of
 	// the key was still waiting. The jobs stay waiting for a later pass.
@@ -35,6 +39,7 @@ type Stats struct {
 
 type stats struct {
 	claimed, staleFinishes, leasesLost, claimsRefused, rescued atomic.Int64
+	timedOut, abandoned                                        atomic.Int64
 	outcomes                                                   [6]atomic.Int64
 	// maintenance by the leader: schedules and pruning
 	scheduleFired, scheduleSkipped, prunedProcessed, prunedFailed atomic.Int64
@@ -52,6 +57,7 @@ func (s *stats) snapshot(locker *execlock.Locker) Stats {
 		Claimed: s.claimed.Load(), Processed: o(outProcessed), Retried: o(outRetry), Failed: o(outFailed),
 		Snoozed: o(outSnooze), RunAgain: o(outRunAgain), Released: o(outRelease),
 		StaleFinishes: s.staleFinishes.Load(), LeasesLost: s.leasesLost.Load(),
+		TimedOut: s.timedOut.Load(), Abandoned: s.abandoned.Load(),
 		ClaimsRefused: s.claimsRefused.Load(), Rescued: s.rescued.Load(), Locks: locks,
 		ScheduleFired: s.scheduleFired.Load(), ScheduleSkipped: s.scheduleSkipped.Load(),
 		PrunedProcessed: s.prunedProcessed.Load(), PrunedFailed: s.prunedFailed.Load(),

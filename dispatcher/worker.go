@@ -16,9 +16,14 @@ import (
 const releaseDelay = time.Second
 
 // work runs one claimed job to its recorded outcome. It owns the job's slot in k.sem until the handler
-// has returned, and the job until its outcome is written (Stop waits for that).
+// has returned, and the job until its outcome is written (Stop waits for that); a handler that outlives
+// its context by HandlerGrace hands both to abandon (see timeout.go).
 func (k *kindRunner) work(c *claimed) {
+	abandoned := false
 	defer func() {
+		if abandoned {
+			return // abandon did all this when it stopped waiting for the handler
+		}
 		k.freeSlot(c) // if no outcome was written: a RegisterTx success
 		k.finishing.Add(-1)
 		k.signal() // the bound on outcomes being written has room again (see produce)
@@ -58,9 +63,14 @@ func (k *kindRunner) work(c *claimed) {
 	ctx, cancel := context.WithCancelCause(k.d.jobsCtx)
 	defer cancel(nil)
 	r := newRunning(k, c, lock, cancel)
+	ctx, a := k.bound(ctx, c, r, lock) // the kind's timeout, and the grace after it (see timeout.go)
 	go r.beat()
 	started := k.clock()
 	recorded, err := k.call(ctx, c, r)
+	if abandoned = !a.returned(); abandoned {
+		return // the worker stopped waiting for this handler and recorded its outcome without it
+	}
+	err = k.timedOut(ctx, c, err)
 	ran := elapsed(started)
 	lost := r.finish()
 	if !k.txMode {

@@ -1,6 +1,6 @@
 // Package jobinfo owns the definition of a job kind: which Go struct carries its data, which table holds
-// its rows, which columns make its unique key and its concurrency key, how its jobs are ordered, and how
-// often they are retried.
+// its rows, which columns make its unique key and its concurrency key, how its jobs are ordered, how
+// often they are retried, and how long a handler may run (Timeout).
 //
 // A kind is defined once from a Go struct. Struct tags map fields to columns and name the unique fields:
 //

@@ -27,6 +27,12 @@ const (
 	DefaultRetainFailed = 7 * 24 * time.Hour
 	// KeepForever, as a retention, keeps finished jobs until someone deletes them.
 	KeepForever time.Duration = -1
+	// DefaultTimeout is how long a handler may run before its context's deadline passes (see
+	// Timeout): long enough for a webhook call or a batch of queries, short enough that a handler
+	// stuck on a call without a deadline holds its key for a minute, not for ever.
+	DefaultTimeout = time.Minute
+	// NoTimeout, as a timeout, lets handlers run without a deadline.
+	NoTimeout time.Duration = -1
 )
 
 // Info is the non-generic description of a kind that the rest of jobpipe works from.
@@ -56,6 +62,9 @@ type Info struct {
 	// counted from when they finished, before the dispatcher's pruner deletes them. 0 or negative
 	// keeps them forever (the zero Info prunes nothing).
 	RetainProcessed, RetainFailed time.Duration
+	// Timeout is how long a handler may run: its context's deadline is this long after it starts.
+	// 0 or negative sets no deadline (the zero Info has none; Define sets DefaultTimeout).
+	Timeout time.Duration
 }
 
 // Kind is a job kind whose data is carried by struct type T.
@@ -162,6 +171,33 @@ func Retention(processed, failed time.Duration) Option {
 	}
 }
 
+// Timeout sets how long a handler may run (default DefaultTimeout). The handler's context gets a
+// deadline d after it starts, with a cause wrapping dispatcher.ErrTimeout that names d. A handler that
+// returns an error after the deadline has its attempt retried with backoff (failed when no attempts
+// are left) and its last error says it ran past its timeout; one that returns nil has done its work,
+// and the job is processed (but a RegisterTx handler's transaction cannot commit after the deadline:
+// it rolls back, and the attempt is retried as timed out). A handler that ignores its context is
+// abandoned a grace period after the deadline (dispatcher.Config.HandlerGrace): its attempt is
+// recorded as timed out, its lease and its key's slot are given back, and whatever it returns later
+// changes nothing.
+//
+// 0 means the default. NoTimeout (any negative duration) sets no deadline: a handler then runs until it
+// returns, its lease is lost, or Stop's deadline passes. A job cannot set its own timeout; a handler
+// may shorten its deadline with context.WithTimeout, never lengthen it.
+func Timeout(d time.Duration) Option {
+	return func(i *Info) error {
+		switch {
+		case d == 0:
+			i.Timeout = DefaultTimeout
+		case d < 0:
+			i.Timeout = NoTimeout
+		default:
+			i.Timeout = d
+		}
+		return nil
+	}
+}
+
 // NoKey makes the unique fields only an until-executed unique key, not a concurrency key: jobs with equal
 // unique fields may then run at the same time, in any order.
 func NoKey() Option {
@@ -185,7 +221,7 @@ func Define[T any](name string, opts ...Option) (*Kind[T], error) {
 	}
 	info := &Info{Name: name, Table: pgx.Identifier{name}, Fields: fields, Order: OrderCreated,
 		MaxAttempts: DefaultMaxAttempts, Backoff: backoff.Default(),
-		RetainProcessed: DefaultRetainProcessed, RetainFailed: DefaultRetainFailed}
+		RetainProcessed: DefaultRetainProcessed, RetainFailed: DefaultRetainFailed, Timeout: DefaultTimeout}
 	for _, f := range fields {
 		if f.Unique {
 			info.Unique = append(info.Unique, f.Column)

@@ -104,3 +104,23 @@ func TestDefineListsEveryProblem(t *testing.T) {
 }
 
 type complex = complex128
+
+// A kind's timeout: DefaultTimeout unless set, 0 the default, a negative duration none.
+func TestTimeoutOption(t *testing.T) {
+	t.Parallel()
+	type job struct{ N int64 }
+	for _, tc := range []struct {
+		opts []Option
+		want time.Duration
+	}{
+		{nil, time.Minute},
+		{[]Option{Timeout(0)}, DefaultTimeout},
+		{[]Option{Timeout(90 * time.Second)}, 90 * time.Second},
+		{[]Option{Timeout(-time.Second)}, NoTimeout},
+		{[]Option{Timeout(NoTimeout)}, -1},
+	} {
+		if got := MustDefine[job]("timed", tc.opts...).Info().Timeout; got != tc.want {
+			t.Errorf("with %d options: Timeout = %v, want %v", len(tc.opts), got, tc.want)
+		}
+	}
+}
