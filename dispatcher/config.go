@@ -20,6 +20,12 @@ type Config struct {
 	// kind with a concurrency key is registered; kinds without one never touch Redis. Build the clients
 	// with execlock.NewClient so a stalled node cannot block a call past its deadline.
 	Redis []*redis.Client
+	// StartWithoutLockQuorum lets Start succeed when fewer than a quorum of the Redis lock nodes
+	// answer. By default Start then fails, naming each node that did not answer and its error, so
+	// that a mistyped address or a server that is down is found at once. With it, Start logs that
+	// error at WARN and starts: plain kinds run, and keyed jobs wait until a quorum answers (each
+	// kind that waits is reported: see Dispatcher.Start).
+	StartWithoutLockQuorum bool
 	// RedisPrefix prefixes every lock key. Default "jobpipe:lock:".
 	RedisPrefix string
 	// DisableLockPipelining sends each lock command on a round trip of its own

@@ -29,6 +29,8 @@ type kindRunner struct {
 	handle func(ctx context.Context, tx pgx.Tx, c *claimed, r *running) error
 	txMode bool
 	obs    KindObserver // nil without Config.Observer: see observer.go
+	// lockWait is what a keyed kind's lock calls tell of the Redis nodes (see lockwatch.go).
+	lockWait lockWait
 
 	// limits, read when limitsRead is older than limitsTTL or limitsStale is set (see currentLimits).
 	limits      kindLimits
