@@ -15,16 +15,16 @@ const PollInterval = 2 * time.Second
 // summaryRow is one kind's line of the overview, in the page and in /api/summary. Text holds each
 // cell as the page shows it, so that the script that refreshes the page formats nothing itself.
 type summaryRow struct {
-	Kind                 string            `json:"kind"`
-	Waiting              int64             `json:"waiting"`
-	Due                  int64             `json:"due"`
-	Running              int64             `json:"running"`
-	Processed            int64             `json:"processed"`
-	Failed               int64             `json:"failed"`
-	MaxRunning           int               `json:"max_running"`
-	Paused               bool              `json:"paused"`
-	OldestWaitingSeconds float64           `json:"oldest_waiting_seconds"`
-	ScheduleLagSeconds   float64           `json:"schedule_lag_seconds"`
+	Kind                 string  `json:"kind"`
+	Waiting              int64   `json:"waiting"`
+	Due                  int64   `json:"due"`
+	Running              int64   `json:"running"`
+	Processed            int64   `json:"processed"`
+	Failed               int64   `json:"failed"`
+	MaxRunning           int     `json:"max_running"`
+	Paused               bool    `json:"paused"`
+	OldestWaitingSeconds float64 `json:"oldest_waiting_seconds"`
+	ScheduleLagSeconds   float64 `json:"schedule_lag_seconds"`
 	// LockWaits describes each dispatcher in which the kind waits for a quorum of Redis lock nodes
 	// (admin.LockWait's String).
 	LockWaits []string `json:"lock_waits"`
