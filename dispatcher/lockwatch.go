@@ -31,6 +31,10 @@ const (
 	lockPingFailing = time.Second
 	// lockWaitWrite bounds the statements that record a wait in jobpipe_lock_waits.
 	lockWaitWrite = 5 * time.Second
+	// lockWaitIdle is how long a kind whose lock calls failed must make no failing call (and at least
+	// three polls) before its wait ends without a success: it no longer calls (no job of it is due, or
+	// it was paused). Generous, so that a slow claim pass during an outage does not end the wait.
+	lockWaitIdle = 30 * time.Second
 )
 
 const (
@@ -259,9 +263,8 @@ func (d *Dispatcher) watchLocks(ctx context.Context, answers []error) {
 // watchKind reports what changed for the kind, and whether its lock calls fail or it is reported.
 func (d *Dispatcher) watchKind(ctx context.Context, w *kindLockWatch, answers []error) bool {
 	now := time.Now()
-	// A kind whose calls stopped failing without one succeeding stopped calling: by the time two polls
-	// and a call have passed without a failure, nothing of it waits.
-	idle := w.k.lockWait.idleSince(now.Add(-2*d.cfg.PollInterval - execlock.DefaultCallTimeout))
+	// A kind whose calls stopped failing without one succeeding stopped calling: nothing of it waits.
+	idle := w.k.lockWait.idleSince(now.Add(-max(lockWaitIdle, 3*d.cfg.PollInterval)))
 	failing, since, last, err := w.k.lockWait.state()
 	switch w.next(now, failing, since, last) {
 	case lockWarn:
