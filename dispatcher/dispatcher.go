@@ -88,7 +88,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return errors.New("dispatcher: Start: no kinds are registered: call Register first")
 	}
 	// Every problem at once: the lock nodes, then each kind's table.
-	answers, err := d.checkLockNodes(ctx)
+	answers, noQuorum, err := d.checkLockNodes(ctx)
 	errs := []error{err}
 	for _, k := range d.kinds {
 		if err := k.info.Register(ctx, d.cfg.DB); err != nil {
@@ -127,6 +127,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	}()
 	if answers != nil {
 		d.loops.Go(func() { d.watchLocks(loopCtx, answers) })
+	}
+	if noQuorum != "" {
+		d.logger.Warn("dispatcher: started without a quorum of Redis lock nodes (Config.StartWithoutLockQuorum); keyed jobs wait until a quorum answers",
+			"problem", noQuorum)
 	}
 	d.state = stateRunning
 	return nil

@@ -112,28 +112,27 @@ func (w *lockWait) idleSince(cutoff time.Time) bool {
 }
 
 // checkLockNodes pings every lock node when a keyed kind is registered (kinds without a key never
-// touch Redis, so nodes they do not need cannot stop them). Fewer answers than a quorum is an error
-// naming each node that did not answer, unless Config.StartWithoutLockQuorum, which logs it instead.
-// It returns each node's answer, nil when no keyed kind is registered.
-func (d *Dispatcher) checkLockNodes(ctx context.Context) ([]error, error) {
+// touch Redis, so nodes they do not need cannot stop them), and returns each node's answer (nil when
+// no keyed kind is registered). Fewer answers than a quorum is an error naming each node that did not
+// answer, unless Config.StartWithoutLockQuorum: the same text is then returned as noQuorum, for Start
+// to log once it has started.
+func (d *Dispatcher) checkLockNodes(ctx context.Context) (answers []error, noQuorum string, err error) {
 	keyed := d.keyedKinds()
 	if len(keyed) == 0 {
-		return nil, nil
+		return nil, "", nil
 	}
-	answers := d.locker.PingNodes(ctx)
+	answers = d.locker.PingNodes(ctx)
 	up := nodesUp(answers)
 	if up >= d.locker.Quorum() {
-		return answers, nil
+		return answers, "", nil
 	}
-	problem := fmt.Sprintf("%d of %d Redis lock nodes answered PING, and the keyed kinds (%s) need a quorum of %d to take their locks:\n%s",
+	noQuorum = fmt.Sprintf("%d of %d Redis lock nodes answered PING, and the keyed kinds (%s) need a quorum of %d to take their locks:\n%s",
 		up, len(answers), strings.Join(keyed, ", "), d.locker.Quorum(), d.nodesDown(answers, "\n"))
 	if d.cfg.StartWithoutLockQuorum {
-		d.logger.Warn("dispatcher: starting without a quorum of Redis lock nodes (Config.StartWithoutLockQuorum); keyed jobs wait until a quorum answers",
-			"problem", problem)
-		return answers, nil
+		return answers, noQuorum, nil
 	}
-	return nil, fmt.Errorf("dispatcher: Start: %s\ncheck the addresses in Config.Redis and that those Redis servers run, "+
-		"or set Config.StartWithoutLockQuorum to start anyway (keyed jobs then wait until a quorum answers)", problem)
+	return nil, "", fmt.Errorf("dispatcher: Start: %s\ncheck the addresses in Config.Redis and that those Redis servers run, "+
+		"or set Config.StartWithoutLockQuorum to start anyway (keyed jobs then wait until a quorum answers)", noQuorum)
 }
 
 // keyedKinds names the registered kinds with a concurrency key, sorted.

@@ -277,7 +277,7 @@ func TestStartWithoutLockQuorum(t *testing.T) {
 	cfg.PollInterval = 200 * time.Millisecond
 	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error { return dispatcher.Register(d, kind, noopPostSync) })
 	refused := fmt.Sprintf("node %s: dial tcp %s: connect: connection refused", addr, addr)
-	starting := logs.find(slog.LevelWarn, "dispatcher: starting without a quorum of Redis lock nodes")
+	starting := logs.find(slog.LevelWarn, "dispatcher: started without a quorum of Redis lock nodes")
 	wantProblem := "0 of 1 Redis lock nodes answered PING, and the keyed kinds (patient_sync) need a quorum of 1 to take their locks:\n" + refused
 	if len(starting) != 1 || starting[0]["problem"] != wantProblem {
 		t.Fatalf("WARN at Start %v, want one with problem %q", starting, wantProblem)
