@@ -36,16 +36,23 @@ type Summary struct {
 	// ScheduleLag is how overdue the most overdue due job is: now minus its process_after (its
 	// created_at when NULL); 0 when none is due.
 	ScheduleLag time.Duration
+	// LockWaits lists the dispatchers in which the kind's keyed jobs wait for a quorum of Redis lock
+	// nodes, oldest first (see LockWaits); empty while its lock calls succeed.
+	LockWaits []LockWait
 }
 
 // Summarize counts the jobs of kind k. It reads the whole table once (a sequential scan on a large
-// table), and the kind's limits.
+// table), the kind's limits and its waits for Redis lock nodes.
 func Summarize(ctx context.Context, db jobinfo.DB, k *Kind) (Summary, error) {
 	lim, err := limits.Get(ctx, db, k.Name())
 	if err != nil {
 		return Summary{}, fmt.Errorf("admin: summarising kind %q: %w", k.Name(), err)
 	}
-	return summarize(ctx, db, k, lim)
+	waits, err := LockWaits(ctx, db, k.Name())
+	if err != nil {
+		return Summary{}, err
+	}
+	return summarize(ctx, db, k, lim, waits[k.Name()])
 }
 
 // SummarizeAll summarises every registered kind, ordered by name. As with Kinds, a kind whose table
@@ -60,6 +67,10 @@ func SummarizeAll(ctx context.Context, db jobinfo.DB) ([]Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin: summarising kinds: %w", err)
 	}
+	waits, err := LockWaits(ctx, db, "")
+	if err != nil {
+		return nil, err
+	}
 	byName := make(map[string]limits.Kind, len(lims))
 	for _, l := range lims {
 		byName[l.Name] = l
@@ -67,7 +78,7 @@ func SummarizeAll(ctx context.Context, db jobinfo.DB) ([]Summary, error) {
 	out := make([]Summary, 0, len(kinds))
 	for _, k := range kinds {
 		// A kind registered after List ran has nothing stored: the zero limits.Kind says just that.
-		s, err := summarize(ctx, db, k, byName[k.Name()])
+		s, err := summarize(ctx, db, k, byName[k.Name()], waits[k.Name()])
 		if err != nil {
 			return nil, err
 		}
@@ -76,8 +87,8 @@ func SummarizeAll(ctx context.Context, db jobinfo.DB) ([]Summary, error) {
 	return out, missing
 }
 
-func summarize(ctx context.Context, db jobinfo.DB, k *Kind, lim limits.Kind) (Summary, error) {
-	s := Summary{Kind: k.Name(), MaxRunning: lim.EffectiveMaxRunning(), Paused: lim.Paused}
+func summarize(ctx context.Context, db jobinfo.DB, k *Kind, lim limits.Kind, waits []LockWait) (Summary, error) {
+	s := Summary{Kind: k.Name(), MaxRunning: lim.EffectiveMaxRunning(), Paused: lim.Paused, LockWaits: waits}
 	var oldest, lag int64
 	err := db.QueryRow(ctx, summarySQL(k)).Scan(&s.Waiting, &s.Due, &s.Running, &s.Processed, &s.Failed, &oldest, &lag)
 	if err != nil {

@@ -125,3 +125,45 @@ func TestSummarizeAllWithAMissingTable(t *testing.T) {
 		t.Errorf("LoadKind(sweep): error %v; want ErrTableMissing", err)
 	}
 }
+
+// A kind's summary lists the dispatchers whose lock calls for it keep failing, as recorded in
+// jobpipe_lock_waits, oldest first; a row not refreshed for LockWaitFresh (a crashed dispatcher's)
+// is left out.
+func TestSummaryLockWaits(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	exec(t, s, `INSERT INTO jobpipe_lock_waits (kind, node_name, since, error, updated_at) VALUES
+	('tenant_sync', 'web-2', '2030-01-02 03:05:00+00', 'node 10.0.0.5:6379: dial tcp 10.0.0.5:6379: connect: connection refused', now()),
+	('tenant_sync', 'web-1', '2030-01-02 03:04:05+00', 'node 10.0.0.5:6379: i/o timeout; node 10.0.0.6:6379: i/o timeout', now() - interval '100 seconds'),
+	('tenant_sync', 'crashed', '2030-01-02 01:00:00+00', 'node 10.0.0.5:6379: EOF', now() - interval '121 seconds'),
+	('notice', 'crashed', '2030-01-02 01:00:00+00', 'node 10.0.0.5:6379: EOF', now() - interval '1 hour')`)
+	want := []string{
+		"waiting for Redis quorum since 2030-01-02 03:04:05 UTC in dispatcher web-1 (node 10.0.0.5:6379: i/o timeout; node 10.0.0.6:6379: i/o timeout)",
+		"waiting for Redis quorum since 2030-01-02 03:05:00 UTC in dispatcher web-2 (node 10.0.0.5:6379: dial tcp 10.0.0.5:6379: connect: connection refused)",
+	}
+	text := func(ws []admin.LockWait) []string {
+		var out []string
+		for _, w := range ws {
+			out = append(out, w.String())
+		}
+		return out
+	}
+	sum, err := admin.Summarize(ctx, s.Pool, load(t, s, "tenant_sync"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertRows(t, "Summarize's lock waits", text(sum.LockWaits), want)
+	all, err := admin.SummarizeAll(ctx, s.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, sum := range all {
+		got[sum.Kind] = text(sum.LockWaits)
+	}
+	if len(got["notice"]) != 0 || len(got["sweep"]) != 0 {
+		t.Errorf("lock waits of notice %q and sweep %q, want none", got["notice"], got["sweep"])
+	}
+	assertRows(t, "SummarizeAll's lock waits of tenant_sync", got["tenant_sync"], want)
+}

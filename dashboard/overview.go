@@ -15,27 +15,39 @@ const PollInterval = 2 * time.Second
 // summaryRow is one kind's line of the overview, in the page and in /api/summary. Text holds each
 // cell as the page shows it, so that the script that refreshes the page formats nothing itself.
 type summaryRow struct {
-	Kind                 string            `json:"kind"`
-	Waiting              int64             `json:"waiting"`
-	Due                  int64             `json:"due"`
-	Running              int64             `json:"running"`
-	Processed            int64             `json:"processed"`
-	Failed               int64             `json:"failed"`
-	MaxRunning           int               `json:"max_running"`
-	Paused               bool              `json:"paused"`
-	OldestWaitingSeconds float64           `json:"oldest_waiting_seconds"`
-	ScheduleLagSeconds   float64           `json:"schedule_lag_seconds"`
-	Text                 map[string]string `json:"text"`
+	Kind                 string  `json:"kind"`
+	Waiting              int64   `json:"waiting"`
+	Due                  int64   `json:"due"`
+	Running              int64   `json:"running"`
+	Processed            int64   `json:"processed"`
+	Failed               int64   `json:"failed"`
+	MaxRunning           int     `json:"max_running"`
+	Paused               bool    `json:"paused"`
+	OldestWaitingSeconds float64 `json:"oldest_waiting_seconds"`
+	ScheduleLagSeconds   float64 `json:"schedule_lag_seconds"`
+	// LockWaits describes each dispatcher in which the kind waits for a quorum of Redis lock nodes
+	// (admin.LockWait's String).
+	LockWaits []string `json:"lock_waits"`
+	// StatusClass is the status badge's class suffix: active, paused or lockwait.
+	StatusClass string            `json:"status_class"`
+	Text        map[string]string `json:"text"`
 }
 
 func newSummaryRow(s admin.Summary) summaryRow {
-	status := "active"
-	if s.Paused {
-		status = "paused"
+	status, class := "active", "active"
+	waits := make([]string, len(s.LockWaits))
+	for i, w := range s.LockWaits {
+		waits[i] = w.String()
+	}
+	switch {
+	case s.Paused:
+		status, class = "paused", "paused"
+	case len(waits) > 0:
+		status, class = "waiting for Redis", "lockwait"
 	}
 	return summaryRow{
 		Kind: s.Kind, Waiting: s.Waiting, Due: s.Due, Running: s.Running, Processed: s.Processed, Failed: s.Failed,
-		MaxRunning: s.MaxRunning, Paused: s.Paused,
+		MaxRunning: s.MaxRunning, Paused: s.Paused, LockWaits: waits, StatusClass: class,
 		OldestWaitingSeconds: s.OldestWaiting.Seconds(), ScheduleLagSeconds: s.ScheduleLag.Seconds(),
 		Text: map[string]string{
 			"waiting":   itoa(s.Waiting),
@@ -46,6 +58,7 @@ func newSummaryRow(s admin.Summary) summaryRow {
 			"oldest":    formatAge(s.OldestWaiting),
 			"lag":       formatAge(s.ScheduleLag),
 			"status":    status,
+			"lock":      strings.Join(waits, "; "),
 		},
 	}
 }

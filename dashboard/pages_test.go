@@ -67,6 +67,59 @@ func TestOverviewCounts(t *testing.T) {
 	}
 }
 
+// A kind whose dispatchers wait for a quorum of Redis lock nodes shows it as its status in the
+// overview and /api/summary, and on its page; a row its dispatcher stopped refreshing does not count.
+func TestLockWaitShown(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if _, err := f.s.Pool.Exec(t.Context(), `INSERT INTO jobpipe_lock_waits (kind, node_name, since, error, updated_at) VALUES
+	('webhook', 'web-1', '2030-01-02 03:04:05Z', 'node 127.0.0.1:6390: dial tcp 127.0.0.1:6390: connect: connection refused', now()),
+	('cleanup', 'crashed', '2030-01-02 03:04:05Z', 'node 127.0.0.1:6390: EOF', now() - interval '10 minutes')`); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, f.handler(t, withToken))
+	const wait = "waiting for Redis quorum since 2030-01-02 03:04:05 UTC in dispatcher web-1 (node 127.0.0.1:6390: dial tcp 127.0.0.1:6390: connect: connection refused)"
+	body := c.get("/").Body.String()
+	for _, want := range []string{
+		`<td><span class="badge badge-lockwait" data-field="status">waiting for Redis</span><div class="muted" data-field="lock">` + wait + `</div></td>`,
+		`<td><span class="badge badge-active" data-field="status">active</span><div class="muted" data-field="lock"></div></td>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the overview lacks %s:\n%s", want, body)
+		}
+	}
+	rec := c.get("/api/summary")
+	var got struct {
+		Kinds []struct {
+			Kind        string
+			LockWaits   []string          `json:"lock_waits"`
+			StatusClass string            `json:"status_class"`
+			Text        map[string]string `json:"text"`
+		}
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, k := range got.Kinds {
+		lines = append(lines, fmt.Sprintf("%s %s %q %q %q", k.Kind, k.StatusClass, k.Text["status"], k.Text["lock"], k.LockWaits))
+	}
+	want := []string{
+		`cleanup active "active" "" []`,
+		`tenant_sync active "active" "" []`,
+		fmt.Sprintf(`webhook lockwait "waiting for Redis" %q [%q]`, wait, wait),
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("summary:\n got %q\nwant %q", lines, want)
+	}
+	if page := c.get("/kinds/webhook").Body.String(); !strings.Contains(page, `<div class="flash flash-error" role="alert" data-lock-wait>`+wait+`</div>`) {
+		t.Errorf("the kind page lacks the wait:\n%s", page)
+	}
+	if page := c.get("/kinds/cleanup").Body.String(); strings.Contains(page, "data-lock-wait") {
+		t.Errorf("cleanup's page shows a stale wait:\n%s", page)
+	}
+}
+
 // The kind page filters by state and key and pages with a cursor, newest first.
 func TestKindPageFiltersAndPages(t *testing.T) {
 	t.Parallel()

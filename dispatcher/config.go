@@ -29,8 +29,15 @@ type Config struct {
 	TxHandlerConns int
 	// Redis are the lock nodes: 1, 3 or 5 independent servers (a Redlock quorum). Required when a
 	// kind with a concurrency key is registered; kinds without one never touch Redis. Build the clients
-	// with execlock.NewClient so a stalled node cannot block a call past its deadline.
+	// with execlock.NewClient so a stalled node cannot block a call past its deadline. With a keyed
+	// kind, Start fails unless a quorum of them answers PING (see StartWithoutLockQuorum).
 	Redis []*redis.Client
+	// StartWithoutLockQuorum lets Start succeed when fewer than a quorum of the Redis lock nodes
+	// answer. By default Start then fails, naming each node that did not answer and its error, so
+	// that a mistyped address or a server that is down is found at once. With it, Start logs that
+	// error at WARN and starts: plain kinds run, and keyed jobs wait until a quorum answers (each
+	// kind that waits is reported: see Dispatcher.Start).
+	StartWithoutLockQuorum bool
 	// RedisPrefix prefixes every lock key. Default "jobpipe:lock:".
 	RedisPrefix string
 	// DisableLockPipelining sends each lock command on a round trip of its own
@@ -73,8 +80,8 @@ type Config struct {
 	LeaderTTL time.Duration
 	// Logger receives the dispatcher's logs. Default: slog.Default() at Warn and above.
 	Logger *slog.Logger
-	// Observer receives each kind's job starts, outcomes, lock attempts and rescues, for metrics
-	// (metrics.NewObserver). Default none: the job's path then skips it at the cost of a nil check.
+	// Observer receives each kind's job starts, outcomes, lock attempts, rescues and waits for a
+	// quorum of lock nodes, and the number of lock nodes answering, for metrics (metrics.NewObserver). Default none: the job's path then skips it at the cost of a nil check.
 	Observer Observer
 
 	// PruneInterval is how often each kind's pruning leader (one node per kind, elected like the

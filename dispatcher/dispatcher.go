@@ -32,6 +32,8 @@ type Dispatcher struct {
 	txConns connBudget       // RegisterTx handlers' share of Config.DB
 	locker  *execlock.Locker // nil without Redis nodes
 	stats   stats
+	// lockWake wakes the lock watch when a kind's lock calls begin to fail (see lockwatch.go).
+	lockWake chan struct{}
 
 	mu        sync.Mutex
 	state     lifecycle
@@ -51,7 +53,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{cfg: cfg, logger: cfg.Logger, kinds: map[string]*kindRunner{}, txConns: newConnBudget(cfg.TxHandlerConns)}
+	d := &Dispatcher{cfg: cfg, logger: cfg.Logger, kinds: map[string]*kindRunner{}, txConns: newConnBudget(cfg.TxHandlerConns),
+		lockWake: make(chan struct{}, 1)}
 	if len(cfg.Redis) > 0 {
 		locker, err := execlock.New(&execlock.Config{Nodes: cfg.Redis, Prefix: cfg.RedisPrefix,
 			ExecTTL: cfg.LeaseTTL, QueueTTL: cfg.LeaseTTL, NodeName: cfg.NodeName, DisablePipelining: cfg.DisableLockPipelining})
@@ -66,6 +69,22 @@ func New(cfg Config) (*Dispatcher, error) {
 // Start checks every registered kind's table against its Go type (reporting every mismatch of every
 // kind at once), records the kinds in the registry, and starts working. ctx bounds only these checks:
 // the dispatcher runs until Stop.
+//
+// When a kind with a concurrency key is registered, Start also sends PING to every Redis lock node
+// (Config.Redis), each bounded by ctx and by the lock call timeout (execlock.DefaultCallTimeout, or a
+// quarter of LeaseTTL when shorter). Fewer answers than a quorum (a majority of the nodes) is an
+// error that names each node that did not answer, with its error, unless
+// Config.StartWithoutLockQuorum is set. Kinds without a key never touch Redis, so a dispatcher with
+// only such kinds does not check the nodes.
+//
+// While it runs, a dispatcher with a keyed kind keeps watching the nodes. A kind whose lock calls
+// keep failing for want of a quorum (not contention: a lock held elsewhere is an answer) is logged at
+// WARN once, after a second of failures, naming the nodes that do not answer, the latest error and
+// how many of its jobs are due; again at WARN every minute while it lasts; and at INFO when its lock
+// calls succeed again. The Observer is told (LockNodes, KindObserver.LockWait), and the wait is
+// recorded in jobpipe_lock_waits, where `jobpipe kinds` and the dashboard show it.
+//
+// When Start returns an error, nothing has been started and Start may be called again.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -75,7 +94,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if len(d.kinds) == 0 {
 		return errors.New("dispatcher: Start: no kinds are registered: call Register first")
 	}
-	var errs []error
+	// Every problem at once: the lock nodes, then each kind's table.
+	answers, noQuorum, err := d.checkLockNodes(ctx)
+	errs := []error{err}
 	for _, k := range d.kinds {
 		if err := k.info.Register(ctx, d.cfg.DB); err != nil {
 			errs = append(errs, err)
@@ -119,6 +140,13 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		defer d.loops.Done()
 		d.lead(loopCtx)
 	}()
+	if answers != nil {
+		d.loops.Go(func() { d.watchLocks(loopCtx, answers) })
+	}
+	if noQuorum != "" {
+		d.logger.Warn("dispatcher: started without a quorum of Redis lock nodes (Config.StartWithoutLockQuorum); keyed jobs wait until a quorum answers",
+			"problem", noQuorum)
+	}
 	d.state = stateRunning
 	return nil
 }

@@ -17,6 +17,12 @@ import (
 // block. Kind may return nil (an untyped nil) to observe nothing of a kind.
 type Observer interface {
 	Kind(name string) KindObserver
+	// LockNodes is called by a dispatcher that watches its Redis lock nodes (one with a keyed kind
+	// registered) with how many of them answered PING (up) and how many it has (total): when it
+	// starts, and whenever the number answering changes. The nodes are pinged every few seconds, every
+	// second while a kind's lock calls fail. When the dispatcher stops it is called once more with
+	// up and total 0: the dispatcher no longer watches them. dispatcher is its Config.NodeName.
+	LockNodes(dispatcher string, up, total int)
 }
 
 // KindObserver receives the events of one kind's jobs in one dispatcher.
@@ -34,6 +40,10 @@ type KindObserver interface {
 	// Rescued is called when this dispatcher, as the kind's rescuer, took back n jobs whose lease had
 	// expired.
 	Rescued(n int)
+	// LockWait is called with true when the kind's lock calls have kept failing for want of a quorum
+	// of Redis lock nodes, so that its keyed jobs wait (the dispatcher logs a WARN then), and with
+	// false when they no longer do, or when the dispatcher stops: calls alternate, starting with true.
+	LockWait(waiting bool)
 }
 
 // Outcome is how one attempt of a job ended, as an Observer sees it. The set is fixed, so metrics
@@ -182,9 +192,11 @@ func observed(out outcome, held bool, err, lost error) Outcome {
 		outSnooze: OutcomeSnoozed, outRunAgain: OutcomeRunAgain, outRelease: OutcomeReleased}[out]
 }
 
-// observeLock reports one lock attempt (TryQueue, TryExec). Attempts ended by their context or by
-// invalid arguments are not counted, as in execlock.Stats.
+// observeLock reports one lock attempt (TryQueue, TryExec), to the kind's lock watch (lockCalled)
+// and its observer. Attempts ended by their context or by invalid arguments are not counted, as in
+// execlock.Stats.
 func (k *kindRunner) observeLock(err error) {
+	k.lockCalled(err)
 	if k.obs == nil {
 		return
 	}
@@ -197,6 +209,7 @@ func (k *kindRunner) observeLock(err error) {
 // found taken, then the one that ended the search. When a quorum stopped answering mid-search, the
 // slots found taken before are not known, and only the failure is counted.
 func (k *kindRunner) observeSlotLock(lock *execlock.Lock, err error, limit int, skip []int) {
+	k.lockCalled(err)
 	if k.obs == nil {
 		return
 	}
@@ -244,6 +257,25 @@ func freeSlots(limit int, skip []int) int {
 		}
 	}
 	return n
+}
+
+// observeLockWait reports that the kind's keyed jobs wait for a quorum of lock nodes, or no longer do.
+func (k *kindRunner) observeLockWait(waiting bool) {
+	if k.obs != nil {
+		k.obs.LockWait(waiting)
+	}
+}
+
+// observeLockNodes reports how many lock nodes answer; -1 when the dispatcher stops watching them.
+func (d *Dispatcher) observeLockNodes(up int) {
+	if d.cfg.Observer == nil {
+		return
+	}
+	if up < 0 {
+		d.cfg.Observer.LockNodes(d.cfg.NodeName, 0, 0)
+		return
+	}
+	d.cfg.Observer.LockNodes(d.cfg.NodeName, up, len(d.cfg.Redis))
 }
 
 // observeRescued reports jobs the kind's rescuer took back.

@@ -23,12 +23,21 @@ type recorder struct {
 	finished map[string]map[dispatcher.Outcome]int
 	locks    map[string]map[dispatcher.LockResult]int
 	rescued  map[string]int
+	// lockNodes are the LockNodes calls ("dispatcher up/total"), lockWaits the LockWait calls by kind.
+	lockNodes []string
+	lockWaits map[string][]bool
 }
 
 func newRecorder() *recorder {
 	return &recorder{kinds: map[string]int{}, lags: map[string][]time.Duration{},
 		finished: map[string]map[dispatcher.Outcome]int{}, locks: map[string]map[dispatcher.LockResult]int{},
-		rescued: map[string]int{}}
+		rescued: map[string]int{}, lockWaits: map[string][]bool{}}
+}
+
+func (r *recorder) LockNodes(dispatcher string, up, total int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lockNodes = append(r.lockNodes, fmt.Sprintf("%s %d/%d", dispatcher, up, total))
 }
 
 func (r *recorder) Kind(name string) dispatcher.KindObserver {
@@ -72,6 +81,12 @@ func (k kindRecorder) LockAttempts(res dispatcher.LockResult, n int) {
 	k.r.mu.Lock()
 	defer k.r.mu.Unlock()
 	k.r.locks[k.name][res] += n
+}
+
+func (k kindRecorder) LockWait(waiting bool) {
+	k.r.mu.Lock()
+	defer k.r.mu.Unlock()
+	k.r.lockWaits[k.name] = append(k.r.lockWaits[k.name], waiting)
 }
 
 func (k kindRecorder) Rescued(n int) {

@@ -41,6 +41,8 @@ type kindSQL struct {
 	headsFast, headsScan string
 	// countRunning counts the kind's running jobs.
 	countRunning string
+	// countDue counts the kind's waiting jobs that are due.
+	countDue string
 	// busySlots returns, for each job $1 of a keyed kind, the slots its key's running jobs hold.
 	busySlots string
 	// claimIDs claims the rows $1 with slots $2. $3 lease seconds, $4 owner, $5 the first waiting
@@ -94,6 +96,7 @@ RETURNING %[6]s`, table, waitingCond, due, order, fmt.Sprintf(claimSet, "$2", "$
 		extend: fmt.Sprintf(`UPDATE %s t SET lease_expires_at = now() + make_interval(secs => $3)
 WHERE t.id = $1 AND t.lock_token = $2 AND %s RETURNING t.id`, table, stillRunning),
 		countRunning: fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s`, table, runningCond),
+		countDue:     fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s AND %s`, table, waitingCond, due),
 		nextDue:      fmt.Sprintf(`SELECT min(t.process_after) FROM %s t WHERE t.process_after > now() AND %s`, table, waitingCond),
 		finish:       finishSQL(info, table),
 		rescue: fmt.Sprintf(`WITH expired AS (

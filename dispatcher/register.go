@@ -33,6 +33,8 @@ type kindRunner struct {
 	// passes, made once per kind (see timeout.go).
 	timeout      time.Duration
 	timeoutCause error
+	// lockWait is what a keyed kind's lock calls tell of the Redis nodes (see lockwatch.go).
+	lockWait lockWait
 
 	// limits, read when limitsRead is older than limitsTTL or limitsStale is set (see currentLimits).
 	limits      kindLimits

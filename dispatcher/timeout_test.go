@@ -17,50 +17,6 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// logRecorder is a slog.Handler that keeps every record, to check what the dispatcher logs.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []logRecord
-}
-
-type logRecord struct {
-	level slog.Level
-	msg   string
-	attrs map[string]string
-}
-
-func (l *logRecorder) logger() *slog.Logger { return slog.New(l) }
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.attrs[a.Key] = a.Value.String()
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.records = append(l.records, rec)
-	return nil
-}
-
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-
-// at returns the records logged at level or above.
-func (l *logRecorder) at(level slog.Level) []logRecord {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []logRecord
-	for _, r := range l.records {
-		if r.level >= level {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // jobRow is where a job stands after an attempt that went back to wait.
 type jobRow struct {
 	Attempts          int

@@ -1,11 +1,14 @@
 package execlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -62,10 +65,35 @@ func ParseNode(node string) (*redis.Options, error) {
 //
 // A value set in opts (other than ContextTimeoutEnabled) is kept, so timeouts are configurable.
 // The caller closes the client, after the last lock call.
+//
+// go-redis has one logger for the whole process, and by default it prints a line to stderr for
+// every failed dial: dozens when a lock node is down, then nothing, and none of them says what
+// waits on the node. So the first NewClient of the process replaces it (redis.SetLogger) with one
+// that passes each line to slog.Default() at Debug level, with the attribute logger=go-redis:
+// jobpipe's dispatcher reports lock nodes that do not answer itself, naming each and what waits on
+// it. An application that wants go-redis's lines elsewhere calls redis.SetLogger after its first
+// NewClient; jobpipe never sets the logger again.
 func NewClient(opts *redis.Options) *redis.Client {
+	routeRedisLogs()
 	o := *opts
 	applyNodeDefaults(&o)
 	return redis.NewClient(&o)
+}
+
+// routeRedisLogs sets go-redis's process-wide logger once (see NewClient).
+var routeRedisLogs = sync.OnceFunc(func() { redis.SetLogger(slogRedisLogger{}) })
+
+// slogRedisLogger passes go-redis's log lines to slog.Default() at Debug level. It looks the default
+// logger up for each line, so that one set later applies.
+type slogRedisLogger struct{}
+
+// Printf logs one go-redis line.
+func (slogRedisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l := slog.Default()
+	if !l.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	l.DebugContext(ctx, fmt.Sprintf(format, v...), "logger", "go-redis")
 }
 
 // NewClients parses each node (see ParseNode) and returns a NewClient client for each, in order.

@@ -1,8 +1,15 @@
 package execlock
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,4 +125,60 @@ func TestNewClient(t *testing.T) {
 			t.Fatalf("NewClients = %v, %v; want nil and ErrInvalid", clients, err)
 		}
 	})
+}
+
+// A node that refuses connections makes go-redis log a line per failed dial. NewClient routes those
+// lines to slog.Default() at Debug level instead of go-redis's own stderr logger.
+func TestNewClientRoutesRedisLogsToSlog(t *testing.T) {
+	// Not parallel: it swaps the process's default logger, which top-level parallel tests do not
+	// run alongside.
+	logs := &lockedBuffer{}
+	prevLogger, prevOut, prevFlags := slog.Default(), log.Writer(), log.Flags()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}})))
+	t.Cleanup(func() {
+		// Setting the original logger back does not give the log package its writer back.
+		slog.SetDefault(prevLogger)
+		log.SetOutput(prevOut)
+		log.SetFlags(prevFlags)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: dials are refused
+	c := NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	err = c.Ping(context.Background()).Err()
+	if err == nil {
+		t.Fatalf("PING %s answered; want a refused connection", addr)
+	}
+	want := fmt.Sprintf("level=DEBUG msg=\"redis: connection pool: failed to dial after 1 attempts: %v\" logger=go-redis\n", err)
+	if got := logs.String(); got != want {
+		t.Errorf("slog.Default() got %q\nwant %q", got, want)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -62,6 +62,8 @@
 // seconds, and an extension given a 500 ms context still takes 5 s. [NewClient] builds clients
 // that honour the context (ContextTimeoutEnabled), with 500 ms dial, read, write and pool timeouts
 // and one retry instead of three, and [New] rejects a client without ContextTimeoutEnabled.
+// NewClient also routes go-redis's process-wide logger, once, to slog.Default() at Debug level:
+// its stderr logger prints a line per failed dial to a node that is down.
 // redsync's fail-fast mode answers as soon as a quorum has decided instead of waiting for the
 // slowest node: with one of three nodes stopped, calls take a millisecond, not a timeout.
 //

@@ -78,6 +78,9 @@ func TestMajorityDown(t *testing.T) {
 		t.Errorf("TryExec took %v with two nodes down, want at most CallTimeout (1s) plus slack", d)
 	}
 	wantErr(t, "Ping", l.Ping(ctx), ErrUnavailable)
+	if errs := l.PingNodes(ctx); len(errs) != 3 || errs[0] != nil || errs[1] == nil || errs[2] == nil {
+		t.Errorf("PingNodes = %v; want nil for node 0 and an error for nodes 1 and 2", errs)
+	}
 
 	dExt := timed(func() { err = held.Extend(ctx) })
 	wantErr(t, "Extend with 1 of 3 nodes", err, ErrLost, ErrUnavailable)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -200,22 +201,10 @@ func (l *Locker) newValue() (string, error) {
 // Ping checks that a quorum of nodes answers PING within CallTimeout. It returns nil, or an error
 // wrapping ErrUnavailable and every failing node's error.
 func (l *Locker) Ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
-	defer cancel()
-	errs := make(chan error, len(l.cfg.Nodes))
-	for i, c := range l.cfg.Nodes {
-		go func() {
-			if err := c.Ping(ctx).Err(); err != nil {
-				errs <- fmt.Errorf("node #%d (%s): %w", i, c.Options().Addr, err)
-				return
-			}
-			errs <- nil
-		}()
-	}
 	var failed []error
-	for range l.cfg.Nodes {
-		if err := <-errs; err != nil {
-			failed = append(failed, err)
+	for i, err := range l.PingNodes(ctx) {
+		if err != nil {
+			failed = append(failed, fmt.Errorf("node #%d (%s): %w", i, l.cfg.Nodes[i].Options().Addr, err))
 		}
 	}
 	if len(l.cfg.Nodes)-len(failed) < l.quorum {
@@ -223,4 +212,19 @@ func (l *Locker) Ping(ctx context.Context) error {
 			ErrUnavailable, len(l.cfg.Nodes)-len(failed), len(l.cfg.Nodes), l.quorum, errors.Join(failed...))
 	}
 	return nil
+}
+
+// PingNodes sends PING to every node at once and returns each node's answer, in Config.Nodes
+// order: nil when it answered, else its error. The whole call takes at most CallTimeout, or until
+// ctx ends if that is sooner.
+func (l *Locker) PingNodes(ctx context.Context) []error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
+	defer cancel()
+	errs := make([]error, len(l.cfg.Nodes))
+	var wg sync.WaitGroup
+	for i, c := range l.cfg.Nodes {
+		wg.Go(func() { errs[i] = c.Ping(ctx).Err() })
+	}
+	wg.Wait()
+	return errs
 }

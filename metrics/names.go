@@ -27,6 +27,16 @@ const (
 	LockAcquire = "jobpipe_lock_acquire_total"
 	// RescuedJobs counts jobs taken back after their lease expired, by kind.
 	RescuedJobs = "jobpipe_rescued_jobs_total"
+	// LockNodesUp is the gauge of Redis lock nodes that answered the latest PING of this process's
+	// dispatchers, and LockNodes the gauge of how many nodes they have, each summed over the running
+	// dispatchers that watch their nodes (those with a keyed kind): with one such dispatcher, its
+	// nodes up and its nodes.
+	LockNodesUp = "jobpipe_lock_nodes_up"
+	LockNodes   = "jobpipe_lock_nodes"
+	// LockQuorumWaiting is the gauge of this process's dispatchers in which a kind's keyed jobs wait
+	// for a quorum of Redis lock nodes (its lock calls keep failing), by kind: 0, or 1 per such
+	// dispatcher.
+	LockQuorumWaiting = "jobpipe_lock_quorum_waiting"
 )
 
 // Label names. No other label is ever used.

@@ -28,9 +28,15 @@ type Observer struct {
 	lag      *prometheus.HistogramVec
 	locks    *prometheus.CounterVec
 	rescued  *prometheus.CounterVec
+	nodesUp  prometheus.Gauge
+	nodes    prometheus.Gauge
+	waiting  *prometheus.GaugeVec
 
 	mu    sync.Mutex
 	kinds map[string]*kindObserver
+	// lockNodes holds each watching dispatcher's nodes, up and in all, by its name: the gauges are
+	// their sums.
+	lockNodes map[string][2]int
 }
 
 // ObserverOption configures NewObserver.
@@ -58,7 +64,7 @@ func NewObserver(reg prometheus.Registerer, opts ...ObserverOption) (*Observer, 
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	o := &Observer{kinds: map[string]*kindObserver{}}
+	o := &Observer{kinds: map[string]*kindObserver{}, lockNodes: map[string][2]int{}}
 	var errs []error
 	o.finished = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{Name: JobsFinished,
 		Help: "Finished job attempts, by outcome."}, []string{LabelKind, LabelOutcome}))
@@ -72,6 +78,13 @@ func NewObserver(reg prometheus.Registerer, opts ...ObserverOption) (*Observer, 
 		Help: "Redis lock attempts (queue and execution locks), by result."}, []string{LabelKind, LabelResult}))
 	o.rescued = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{Name: RescuedJobs,
 		Help: "Jobs taken back by this process's rescuer after their lease expired."}, []string{LabelKind}))
+	o.nodesUp = register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{Name: LockNodesUp,
+		Help: "Redis lock nodes that answered the latest PING of this process's dispatchers (summed over those with a keyed kind)."}))
+	o.nodes = register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{Name: LockNodes,
+		Help: "Redis lock nodes of this process's dispatchers (summed over those with a keyed kind); a quorum is a majority of a dispatcher's."}))
+	o.waiting = register(reg, &errs, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: LockQuorumWaiting,
+		Help: "Dispatchers of this process in which the kind's keyed jobs wait for a quorum of Redis lock nodes."},
+		[]string{LabelKind}))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -104,6 +117,7 @@ func (o *Observer) Kind(name string) dispatcher.KindObserver {
 	}
 	outcomes, results := dispatcher.Outcomes(), dispatcher.LockResults()
 	k := &kindObserver{o: o, name: name, lag: o.lag.WithLabelValues(name), rescued: o.rescued.WithLabelValues(name),
+		waiting:  o.waiting.WithLabelValues(name),
 		finished: make([]prometheus.Counter, len(outcomes)), duration: make([]lazyHistogram, len(outcomes)),
 		locks: make([]prometheus.Counter, len(results))}
 	for _, out := range outcomes {
@@ -127,6 +141,7 @@ type kindObserver struct {
 	lag      prometheus.Observer
 	locks    []prometheus.Counter // by dispatcher.LockResult
 	rescued  prometheus.Counter
+	waiting  prometheus.Gauge
 }
 
 type lazyHistogram struct {
@@ -152,6 +167,34 @@ func (k *kindObserver) JobFinished(out dispatcher.Outcome, ran time.Duration) {
 func (k *kindObserver) LockAttempts(r dispatcher.LockResult, n int) {
 	if int(r) < len(k.locks) && n > 0 {
 		k.locks[r].Add(float64(n))
+	}
+}
+
+// LockNodes records the dispatcher's lock nodes, up and in all, or forgets them when total is 0 (it
+// stopped), and sets the gauges to the sums over the dispatchers it knows.
+func (o *Observer) LockNodes(dispatcher string, up, total int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if total == 0 {
+		delete(o.lockNodes, dispatcher)
+	} else {
+		o.lockNodes[dispatcher] = [2]int{up, total}
+	}
+	var sumUp, sumTotal int
+	for _, n := range o.lockNodes {
+		sumUp, sumTotal = sumUp+n[0], sumTotal+n[1]
+	}
+	o.nodesUp.Set(float64(sumUp))
+	o.nodes.Set(float64(sumTotal))
+}
+
+// LockWait counts the dispatchers in which the kind waits for a quorum of lock nodes: one more when
+// one begins to, one fewer when it no longer does.
+func (k *kindObserver) LockWait(waiting bool) {
+	if waiting {
+		k.waiting.Inc()
+	} else {
+		k.waiting.Dec()
 	}
 }
 

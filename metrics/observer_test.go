@@ -129,8 +129,9 @@ func TestOutcomeCountersWithoutKeyLabels(t *testing.T) {
 		}
 	}
 	// 4 gauges, 1 error counter, 10 outcome counters, 6 duration histograms (outcomes seen), 1 lag
-	// histogram, 3 lock counters, 1 rescue counter: whatever the number of keys.
-	if want := 4 + 1 + 10 + 6 + 1 + 3 + 1; series != want {
+	// histogram, 3 lock counters, 1 rescue counter, the 2 lock node gauges and the kind's lock wait
+	// gauge: whatever the number of keys.
+	if want := 4 + 1 + 10 + 6 + 1 + 3 + 1 + 2 + 1; series != want {
 		t.Errorf("%d series, want %d", series, want)
 	}
 }

@@ -38,6 +38,7 @@ var jobpipeTables = []string{
 	"jobpipe_kind_limits",
 	"jobpipe_kinds",
 	"jobpipe_leaders",
+	"jobpipe_lock_waits",
 	"jobpipe_schedule_firings",
 	"jobpipe_schedules",
 }

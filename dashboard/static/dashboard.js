@@ -38,7 +38,7 @@
       }
       var status = tr.querySelector('[data-field="status"]');
       if (status) {
-        status.className = "badge badge-" + k.text.status;
+        status.className = "badge badge-" + k.status_class;
       }
     });
     if (data.poll_interval_ms > 0) {

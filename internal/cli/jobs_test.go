@@ -144,6 +144,61 @@ $`)
 	}
 }
 
+// A keyed kind whose dispatchers wait for a quorum of Redis lock nodes says so below the table, one
+// line per dispatcher, and in --json; a row its dispatcher stopped refreshing is not shown.
+func TestKindsLockWaits(t *testing.T) {
+	t.Parallel()
+	s := setupJobs(t)
+	_, err := s.Pool.Exec(context.Background(), `INSERT INTO jobpipe_lock_waits (kind, node_name, since, error, updated_at) VALUES
+	('webhook', 'web-1', '2030-01-02 03:04:05Z', 'node 127.0.0.1:6390: dial tcp 127.0.0.1:6390: connect: connection refused', now()),
+	('webhook', 'web-2', '2030-01-02 03:04:09Z', 'node 127.0.0.1:6390: dial tcp 127.0.0.1:6390: connect: connection refused', now()),
+	('mail', 'crashed', '2030-01-01 00:00:00Z', 'node 127.0.0.1:6390: EOF', now() - interval '1 hour')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := jp(t, s, "kinds")
+	want := regexp.MustCompile(`^KIND +WAITING +DUE +RUNNING +PROCESSED +FAILED +OLDEST WAITING +SCHEDULE LAG
+mail +0 +0 +0 +0 +0 +- +-
+webhook +3 +2 +1 +1 +2 +\d+h\d+m\d+s +\d+h\d+m\d+s
+
+webhook: waiting for Redis quorum since 2030-01-02 03:04:05 UTC in dispatcher web-1 \(node 127\.0\.0\.1:6390: dial tcp 127\.0\.0\.1:6390: connect: connection refused\)
+webhook: waiting for Redis quorum since 2030-01-02 03:04:09 UTC in dispatcher web-2 \(node 127\.0\.0\.1:6390: dial tcp 127\.0\.0\.1:6390: connect: connection refused\)
+$`)
+	if code != 0 || stderr != "" || !want.MatchString(stdout) {
+		t.Errorf("kinds: exit %d, stderr %q, printed:\n%s", code, stderr, stdout)
+	}
+	code, stdout, stderr = jp(t, s, "kinds", "--json")
+	if code != 0 || stderr != "" {
+		t.Fatalf("kinds --json: exit %d, stderr %q", code, stderr)
+	}
+	var got []struct {
+		Kind      string            `json:"kind"`
+		LockWaits []json.RawMessage `json:"lock_waits"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("kinds --json printed %q: %v", stdout, err)
+	}
+	const refused = `"error":"node 127.0.0.1:6390: dial tcp 127.0.0.1:6390: connect: connection refused"`
+	wantJSON := []string{"mail: []", `webhook: [{"dispatcher":"web-1","since":"2030-01-02T03:04:05Z",` + refused + `} ` +
+		`{"dispatcher":"web-2","since":"2030-01-02T03:04:09Z",` + refused + `}]`}
+	var gotJSON []string
+	for _, k := range got {
+		var ws []string
+		for _, w := range k.LockWaits {
+			var b bytes.Buffer
+			if err := json.Compact(&b, w); err != nil {
+				t.Fatal(err)
+			}
+			ws = append(ws, b.String())
+		}
+		gotJSON = append(gotJSON, k.Kind+": ["+strings.Join(ws, " ")+"]")
+	}
+	assertRows(t, "kinds --json lock_waits", gotJSON, wantJSON)
+	if !strings.Contains(stdout, `"lock_waits": []`) {
+		t.Errorf("kinds --json: want an empty lock_waits list for mail, printed:\n%s", stdout)
+	}
+}
+
 func TestJobsListAndShow(t *testing.T) {
 	t.Parallel()
 	s := setupJobs(t)

@@ -20,6 +20,8 @@ Lists every registered kind with its jobs counted by state: waiting (of which du
 against the kind's total limit, processed and failed; how long the oldest waiting job has waited
 since it was enqueued; and the schedule lag: how far past its due time the most overdue due job is.
 A lag that keeps growing means the kind's workers do not keep up, or the kind is paused or limited.
+Below the table, a line for each dispatcher in which a keyed kind waits for a quorum of Redis lock
+nodes: since when, and the nodes that do not answer with their errors.
 
 flags:
   --json              print JSON instead of text (fields in docs/cli.md)
@@ -42,6 +44,15 @@ type kindJSONRow struct {
 	Failed               int64   `json:"failed"`
 	OldestWaitingSeconds float64 `json:"oldest_waiting_seconds"`
 	ScheduleLagSeconds   float64 `json:"schedule_lag_seconds"`
+	// LockWaits are the dispatchers in which the kind waits for a quorum of Redis lock nodes.
+	LockWaits []lockWaitJSON `json:"lock_waits"`
+}
+
+// lockWaitJSON is one admin.LockWait in "jobpipe kinds --json".
+type lockWaitJSON struct {
+	Dispatcher string    `json:"dispatcher"`
+	Since      time.Time `json:"since"`
+	Error      string    `json:"error"`
 }
 
 func runKinds(ctx context.Context, e *env, args []string) error {
@@ -77,9 +88,12 @@ func writeKinds(e *env, sums []admin.Summary, asJSON bool) error {
 		for i, s := range sums {
 			rows[i] = kindJSONRow{Kind: s.Kind, Waiting: s.Waiting, Due: s.Due, Running: s.Running, Paused: s.Paused,
 				Processed: s.Processed, Failed: s.Failed, OldestWaitingSeconds: roundSeconds(s.OldestWaiting),
-				ScheduleLagSeconds: roundSeconds(s.ScheduleLag)}
+				ScheduleLagSeconds: roundSeconds(s.ScheduleLag), LockWaits: []lockWaitJSON{}}
 			if s.MaxRunning != limits.Unlimited {
 				rows[i].MaxRunning = &s.MaxRunning
+			}
+			for _, w := range s.LockWaits {
+				rows[i].LockWaits = append(rows[i].LockWaits, lockWaitJSON{Dispatcher: w.Dispatcher, Since: w.Since.UTC(), Error: w.Error})
 			}
 		}
 		return writeJSON(e, rows)
@@ -94,7 +108,21 @@ func writeKinds(e *env, sums []admin.Summary, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\n", s.Kind, s.Waiting, s.Due, runningText(s), s.Processed, s.Failed,
 			ageText(s.OldestWaiting), ageText(s.ScheduleLag))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Below the table: an error text would stretch a column of it.
+	first := true
+	for _, s := range sums {
+		for _, w := range s.LockWaits {
+			if first {
+				fmt.Fprintln(e.Stdout)
+				first = false
+			}
+			fmt.Fprintf(e.Stdout, "%s: %s\n", s.Kind, w)
+		}
+	}
+	return nil
 }
 
 // runningText is "3/10", "3" with no total limit, or "3 (paused)".
