@@ -380,7 +380,8 @@ func TestKindsWithAMissingTable(t *testing.T) {
 	}
 	code, stdout, stderr := jp(t, s, "kinds")
 	if code != 1 || !regexp.MustCompile(`^KIND .*\nwebhook +3 +2 +1 +1 +2 `).MatchString(stdout) ||
-		stderr != "jobpipe: admin: the kind's table is missing: kind \"mail\" has no table \"mail\": apply the migration that creates it (jobpipe migrate up --dir ...)\n" {
+		stderr != "jobpipe: admin: the kind's table is missing: kind \"mail\" has no table \"mail\": apply the migration that creates it (jobpipe migrate up --dir ...)\n"+
+			"jobpipe: (looked in "+databaseText(t, s)+", URL from --database-url)\n" {
 		t.Errorf("kinds with mail's table dropped: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }

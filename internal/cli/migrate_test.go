@@ -328,7 +328,7 @@ func TestMigrateCommandLineErrors(t *testing.T) {
 		{
 			[]string{"migrate", "up", "--database-url", "postgres://127.0.0.1:1/x"}, 1,
 			"jobpipe: PostgreSQL at 127.0.0.1:1 is unreachable (URL from --database-url): dial tcp 127.0.0.1:1: connect: connection refused; " +
-				"start PostgreSQL (make services starts one) or point --database-url or DATABASE_URL at a running server\n",
+				"start PostgreSQL at 127.0.0.1:1 or point --database-url or DATABASE_URL at a running server\n",
 		},
 		{
 			[]string{"migrate", "up", "--dir", missing}, 1,
