@@ -105,6 +105,7 @@ func run(ctx context.Context, e *env, args []string) int {
 // report prints err as its kind demands and returns the exit code.
 func report(e *env, c *command, err error) int {
 	var ue *usageError
+	var pe *placedError
 	switch {
 	case err == nil:
 		return exitOK
@@ -118,6 +119,9 @@ func report(e *env, c *command, err error) int {
 		}
 		fmt.Fprintf(e.Stderr, "jobpipe %s: %v\n\n%s", where, ue.err, c.usage)
 		return exitUsage
+	case errors.As(err, &pe):
+		fmt.Fprintf(e.Stderr, "jobpipe %s: %v\n", pe.where, pe.err)
+		return exitFailure
 	case e.used != nil && jobpipeTablesMissing(err):
 		fmt.Fprintf(e.Stderr, "jobpipe: jobpipe's tables are missing in %s (%s): run \"jobpipe migrate up\" on it%s\n",
 			e.used, e.used.origin(), otherDatabaseHint(e.used))
