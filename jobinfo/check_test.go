@@ -305,3 +305,28 @@ func TestRegisterKeepsTheRegisteredKeys(t *testing.T) {
 		t.Errorf("registry after the refused Register: unique %v, key %v; want [event_id], [event_id]", unique, key)
 	}
 }
+
+// Check works without jobpipe's tables, and inside the caller's transaction leaves it usable.
+func TestCheckInTransactionWithoutRegistry(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewSchema(t)
+	ctx := context.Background()
+	kind := jobinfo.MustDefine[delivery]("webhook_delivery")
+	stmts, _ := kind.TableSpec().CreateStatements()
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, stmt := range stmts[:len(stmts)-1] { // all but the registry row
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kind.Check(ctx, tx); err != nil {
+		t.Fatalf("Check without jobpipe's tables = %v, want nil", err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatalf("the transaction after Check: %v", err)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A kind's unique fields and concurrency key live in three places: the struct's tags, the table's
@@ -146,16 +145,27 @@ func (r *registryRow) matches(i *Info) bool {
 	return slices.Equal(r.unique, i.Unique) && slices.Equal(r.key, i.Key)
 }
 
-const registryKeysSQL = `SELECT unique_columns, key_columns FROM jobpipe_kinds WHERE name = $1`
+// registryExistsSQL asks whether jobpipe_kinds exists before it is read: a statement that fails on a
+// missing table would abort the caller's transaction, and Check must work without jobpipe's tables.
+const registryExistsSQL = `SELECT to_regclass('jobpipe_kinds') IS NOT NULL`
+
+// registryRowSQL reads what the registry records of a kind's keys.
+const registryRowSQL = `SELECT unique_columns, key_columns FROM jobpipe_kinds WHERE name = $1`
 
 // readRegistry returns the kind's registry row, or nil when the kind has none or jobpipe's tables are
 // missing (Register reports that).
 func readRegistry(ctx context.Context, db DB, kind string) (*registryRow, error) {
+	var migrated bool
+	if err := db.QueryRow(ctx, registryExistsSQL).Scan(&migrated); err != nil {
+		return nil, fmt.Errorf("jobinfo: reading the registry row of kind %q: %w", kind, err)
+	}
+	if !migrated {
+		return nil, nil
+	}
 	var r registryRow
-	err := db.QueryRow(ctx, registryKeysSQL, kind).Scan(&r.unique, &r.key)
-	var pgErr *pgconn.PgError
+	err := db.QueryRow(ctx, registryRowSQL, kind).Scan(&r.unique, &r.key)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.Code == "42P01":
+	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("jobinfo: reading the registry row of kind %q: %w", kind, err)
