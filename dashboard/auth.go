@@ -76,3 +76,21 @@ func (h *Handler) challenge() string {
 	}
 	return `Bearer realm="jobpipe dashboard"`
 }
+
+// RequireAuth wraps next, a handler served beside the dashboard (its Prometheus metrics, say), so
+// that it answers only requests authenticated with the dashboard's credentials: the token as
+// "Authorization: Bearer <token>", basic authentication, or a session from the dashboard's login form
+// (when its cookie reaches next's path). Any other request gets 401 with the dashboard's challenge.
+// Without credentials in the Config every request is refused: a dashboard open on loopback has nothing
+// to check them against.
+func (h *Handler) RequireAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := h.identify(r)
+		if !id.authenticated || id.via == "open" {
+			w.Header().Set("WWW-Authenticate", h.challenge())
+			http.Error(w, "authentication required: send the dashboard's bearer token or basic auth", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -326,3 +326,51 @@ func TestLoginRedirectStaysLocal(t *testing.T) {
 		}
 	}
 }
+
+// RequireAuth lets through what the dashboard's credentials authenticate (token, basic auth, a
+// logged-in session) and answers anything else with 401 and the challenge; with no credentials
+// configured it refuses every request.
+func TestRequireAuth(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	behind := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "behind") })
+	mount := func(h *dashboard.Handler) http.Handler {
+		mux := http.NewServeMux()
+		mux.Handle("/", h)
+		mux.Handle("GET /metrics", h.RequireAuth(behind))
+		return mux
+	}
+	mux := mount(f.handler(t, withBoth))
+	for _, tc := range []struct {
+		name   string
+		header []string
+		want   int
+	}{
+		{"no credentials", nil, http.StatusUnauthorized},
+		{"wrong token", []string{"Authorization", "Bearer " + testToken + "x"}, http.StatusUnauthorized},
+		{"wrong password", []string{"Authorization", basic(testUser, testPassword+"x")}, http.StatusUnauthorized},
+		{"token", []string{"Authorization", "Bearer " + testToken}, http.StatusOK},
+		{"basic auth", []string{"Authorization", basic(testUser, testPassword)}, http.StatusOK},
+	} {
+		rec := newClient(t, mux).get("/metrics", tc.header...)
+		if rec.Code != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.name, rec.Code, tc.want)
+		}
+		if rec.Code == http.StatusOK && rec.Body.String() != "behind" {
+			t.Errorf("%s: body %q, want the wrapped handler's", tc.name, rec.Body)
+		}
+		if rec.Code == http.StatusUnauthorized && rec.Header().Get("WWW-Authenticate") != `Basic realm="jobpipe dashboard", charset="UTF-8"` {
+			t.Errorf("%s: WWW-Authenticate %q", tc.name, rec.Header().Get("WWW-Authenticate"))
+		}
+	}
+	c, _ := loggedIn(t, mux)
+	if rec := c.get("/metrics"); rec.Code != http.StatusOK {
+		t.Errorf("logged-in session: status %d, want 200", rec.Code)
+	}
+	// A dashboard open on loopback has no credentials to check.
+	if rec := newClient(t, mount(f.handler(t, dashboard.Config{}))).get("/metrics"); rec.Code != http.StatusUnauthorized ||
+		rec.Header().Get("WWW-Authenticate") != `Bearer realm="jobpipe dashboard"` {
+		t.Errorf("no credentials configured: status %d, WWW-Authenticate %q; want 401 and the bearer challenge",
+			rec.Code, rec.Header().Get("WWW-Authenticate"))
+	}
+}

@@ -39,7 +39,8 @@ type Config struct {
 	ReadOnly bool
 	// RequireAuthForReads makes every page need the same authentication as a change (the job data
 	// may be private). It needs credentials. Default false: reading is open to whoever reaches the
-	// dashboard.
+	// dashboard. Handlers served beside the dashboard (metrics) are not covered: see
+	// Handler.RequireAuth.
 	RequireAuthForReads bool
 	// BasePath is the path the dashboard is mounted under, "/ops/jobs" for example, with no trailing
 	// slash; the handler strips it from requests and prefixes it to its links. Default "" (the root).

@@ -34,7 +34,8 @@
 //
 // # Security
 //
-// Reading is open to whoever reaches the dashboard unless Config.RequireAuthForReads is set. Changes
+// Reading is open to whoever reaches the dashboard unless Config.RequireAuthForReads is set; handlers
+// served beside it, such as metrics, are not covered: wrap them in Handler.RequireAuth. Changes
 // need authentication: the token as "Authorization: Bearer <token>", basic authentication, or a session
 // from the login form (a cookie that is HttpOnly, SameSite=Strict and signed with a key derived from
 // the credentials, so that changing them ends every session). Secrets are compared in constant time.

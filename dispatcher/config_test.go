@@ -117,3 +117,55 @@ func TestPollOnly(t *testing.T) {
 		}
 	}
 }
+
+// Start refuses a struct that lost the table's unique field and key (json tags copied from another
+// struct) and misses a NOT NULL column: without the check every Enqueue would fail with a raw
+// constraint error and every claim would loop.
+func TestStartRefusesStructThatDiffersFromTable(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	type delivery struct {
+		CustomerID int64  `jobpipe:"customer_id,key"`
+		EventID    string `jobpipe:"event_id,unique"`
+	}
+	createKind(t, b.db, jobinfo.MustDefine[delivery]("webhook_delivery"))
+	if _, err := b.db.Exec(context.Background(), `ALTER TABLE webhook_delivery ADD COLUMN priority integer NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	type Delivery struct {
+		CustomerID int64  `json:"customer_id"`
+		EventID    string `json:"event_id"`
+	}
+	d, err := dispatcher.New(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := jobinfo.MustDefine[Delivery]("webhook_delivery")
+	if err := dispatcher.Register(d, kind, func(context.Context, *dispatcher.Job[Delivery]) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	err = d.Start(context.Background())
+	if err == nil {
+		stopNow(t, d)
+	}
+	want := `jobinfo: table "webhook_delivery" does not match kind "webhook_delivery" (4 problems):
+  - column "priority" is NOT NULL and not in Delivery: add a field for it or give the column a default
+  - the until-executed unique index "webhook_delivery_unique_waiting" is on (event_id) but Delivery has no unique fields: ` +
+		`add ,unique to the tag of field EventID, or change the kind's unique key on purpose in a migration (the index and the kind's row in jobpipe_kinds)
+  - the running-slots index "webhook_delivery_running_slots" makes (customer_id) the concurrency key but Delivery has no key: ` +
+		`add ,key to the tag of field CustomerID, or change the kind's key on purpose in a migration (the index and the kind's row in jobpipe_kinds)
+  - kind "webhook_delivery" is registered in jobpipe_kinds with unique_columns {event_id} and key_columns {customer_id}, but Delivery gives {} and {}: ` +
+		`correct Delivery's tags, or change the kind on purpose in a migration that changes its table's indexes and runs ` +
+		`UPDATE jobpipe_kinds SET unique_columns = '{}', key_columns = '{}' WHERE name = 'webhook_delivery'`
+	if err == nil || err.Error() != want {
+		t.Errorf("Start =\n%v\nwant\n%s", err, want)
+	}
+	var unique, key []string
+	if err := b.db.QueryRow(context.Background(), `SELECT unique_columns, key_columns FROM jobpipe_kinds WHERE name = 'webhook_delivery'`).
+		Scan(&unique, &key); err != nil {
+		t.Fatal(err)
+	}
+	if len(unique) != 1 || unique[0] != "event_id" || len(key) != 1 || key[0] != "customer_id" {
+		t.Errorf("registry after the refused Start: unique %v, key %v; want [event_id], [customer_id]", unique, key)
+	}
+}

@@ -5,7 +5,8 @@
 //
 // These locks give mutual exclusion and speed, not the last word. The database is the final
 // fence: every write after a claim checks the row's lock token, and a unique index over the
-// running rows' (key, slot) refuses a second claim of a slot (DESIGN.md, invariants I1 and I3).
+// running rows' (key, slot) refuses a second claim of a slot, so that a key never runs more jobs than
+// its limit and a stale holder's writes change nothing, whatever Redis says.
 // Redis locks can fail in ways only that fence catches; see "What a lock does not promise".
 //
 // # Queue and execution locks

@@ -254,9 +254,9 @@ func TestStalledNode(t *testing.T) {
 	})
 }
 
-// TestRestartEmpty shows why the database fence exists (DESIGN.md I1, I3): Redis nodes that
-// restart without persistence forget locks, and a second holder can then take a lock that the
-// first still believes valid. Nothing in Redlock prevents it; the first holder only learns at its
+// TestRestartEmpty shows why the database fence (lock tokens and the running-slots index) exists:
+// Redis nodes that restart without persistence forget locks, and a second holder can then take a
+// lock that the first still believes valid. Nothing in Redlock prevents it; the first holder only learns at its
 // next Extend, up to a heartbeat interval (ExecTTL/3) later. Until then both run; only the
 // database's per-row token can refuse the stale one's writes.
 func TestRestartEmpty(t *testing.T) {

@@ -1,6 +1,6 @@
 package integration_test
 
-// The fault suite's network scenarios, beyond RELIABILITY.md's fourteen: latency and partitions
+// The fault suite's network scenarios, beyond the fourteen of docs/reliability.md's table: latency and partitions
 // injected with toxiproxy (internal/netfault) between the worker processes and their servers, where
 // the other scenarios stop, kill or restart the servers themselves. 15 slows a link: one Redis node
 // of three, or PostgreSQL. 16 partitions one worker: held off from PostgreSQL (nothing passes, and

@@ -1,6 +1,6 @@
 package integration_test
 
-// RELIABILITY.md's PostgreSQL fault scenarios: 9 (the server restarted, fast and immediate), 10 (a
+// The PostgreSQL fault scenarios of docs/reliability.md: 9 (the server restarted, fast and immediate), 10 (a
 // storm of terminated backends) and 12 (a long transaction pinning MVCC). Each runs its own
 // PostgreSQL cluster (internal/pgproc), never the shared server, with two worker processes working a
 // plain kind (the throughput) and the keyed kind (Redis locks, per-key limit 1), under a steady
@@ -16,7 +16,7 @@ import (
 	"github.com/jobpipe/jobpipe/internal/pgproc"
 )
 
-// The offered load, jobs per second: 800 in all, RELIABILITY.md's rate for scenario 12. Two workers
+// The offered load, jobs per second: 800 in all, scenario 12's rate. Two workers
 // of 16 sustain about 1,500 plain jobs/s on this 2-core machine when nothing else runs, so the
 // backlog a fault leaves is caught up, and throughput ratios measure the fault rather than the
 // machine's limit.
@@ -99,7 +99,7 @@ func TestFault09PostgresRestart(t *testing.T) {
 
 // TestFault10BackendKillStorm terminates every backend of the workers' dispatchers (their pools and
 // LISTEN connections, named by application_name; the ledger's and the test's own connections are
-// spared) twice a second for 30 s under load: RELIABILITY.md's 60 s, halved to fit the suite's
+// spared) twice a second for 30 s under load: 60 s halved to fit the suite's
 // time, which still makes 60 storms. Completion during the storm must stay at >= 95%: completions
 // per second while it blows against completions per second before it, capped at the offered rate
 // (pgfLoad.reference). The load is offered at a steady rate, so a backlog the storm leaves shows as
@@ -171,7 +171,7 @@ func TestFault10BackendKillStorm(t *testing.T) {
 }
 
 // TestFault12LongTransactionPinsMVCC holds a transaction open with an xid (BEGIN; SELECT
-// txid_current()) for 40 s under 800 jobs/s: RELIABILITY.md's rate, its 4 minutes scaled to fit the
+// txid_current()) for 40 s under 800 jobs/s: the scenario's rate, and 4 minutes scaled to fit the
 // suite's time. While it is held, no vacuum may remove what a job leaves dead (each job leaves at
 // least two row versions and their index entries), and the claims of the keyed kind, which walk the
 // ready index, meet every dead entry. Throughput while pinned must stay at >= 95% of the clean

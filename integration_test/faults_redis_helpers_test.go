@@ -1,6 +1,6 @@
 package integration_test
 
-// What the Redis fault scenarios (faults_redis_test.go, RELIABILITY.md's scenarios 1 to 5) share: their
+// What the Redis fault scenarios (faults_redis_test.go, scenarios 1 to 5) share: their
 // environment (Redis nodes of their own, the kinds, every kind audited), a steady feed of jobs, two
 // measures of lock calls (a probe in the test process, and probe jobs that time their own heartbeats
 // inside the workers), throughput windows, and the checks every scenario ends with.

@@ -1,6 +1,6 @@
 package integration_test
 
-// The fault suite's Redis scenarios (RELIABILITY.md 1 to 5): one key contended by 200 workers, a
+// The fault suite's Redis scenarios (1 to 5 in docs/reliability.md): one key contended by 200 workers, a
 // minority and a majority of the lock nodes killed, a node stalled, and nodes restarted empty under a
 // running job. Shared parts are in faults_redis_helpers_test.go.
 

@@ -1,6 +1,6 @@
 package integration_test
 
-// The fault scenarios of worker processes (RELIABILITY.md 6, 7, 8, 11 and 13): a worker paused past
+// The fault scenarios of worker processes (6, 7, 8, 11 and 13 in docs/reliability.md): a worker paused past
 // its lease, a worker killed mid-job, workers killed and restarted again and again under load, the
 // maintenance leader stalled, and jobs that fail now and then or always. Each runs real worker
 // processes (worker_main_test.go) against the test's schema, and checks every job's end from the
@@ -740,7 +740,7 @@ func TestFault11LeaderStalled(t *testing.T) {
 // over 200 blogs (40 jobs/s), offered at a fixed rate well below what the machine sustains even when
 // other tests load it. Every 8 s for 48 s one of them, in
 // turn, is killed (SIGKILL) mid-work and a new process started in its place: every 7 s for 42 s, 6
-// kills, as RELIABILITY.md's every 20 s for 2 minutes, in 35% of its time. The one killed is the one
+// kills, as a kill every 20 s for 2 minutes would, in 35% of its time. The one killed is the one
 // holding the most jobs at that moment. Throughput is jobs completed per second (handlers ended ok,
 // from the ledger) under that offered load: a kill strands the jobs the worker held until their lease
 // (3 s) runs out and removes its share of capacity until the replacement has started, and the

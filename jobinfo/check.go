@@ -23,13 +23,20 @@ func (e *MismatchError) Error() string {
 }
 
 type dbColumn struct {
+	name     string
 	udt      string
 	nullable bool
+	// hasDefault is true for a column an insert may leave out: one with a default, an identity, or a
+	// generated column.
+	hasDefault bool
 }
 
 // Check compares the kind's table in the database with the kind's definition: every data and pipeline
-// column with a compatible type and nullability, the until-executed unique index and the running-slots
-// index. It returns a *MismatchError listing every problem, or nil.
+// column with a compatible type and nullability; no other column that an insert would have to fill (NOT
+// NULL without a default); the until-executed unique index and the running-slots index over exactly the
+// struct's unique fields and key; and the unique and key columns recorded for the kind in the
+// jobpipe_kinds registry, when the kind has a row there. It returns a *MismatchError listing every
+// problem, or nil.
 func (k *Kind[T]) Check(ctx context.Context, db DB) error {
 	return k.info.Check(ctx, db)
 }
@@ -53,13 +60,24 @@ func (i *Info) Check(ctx context.Context, db DB) error {
 		return err
 	}
 	mismatch.Problems = append(mismatch.Problems, i.indexProblems(idx)...)
+	reg, err := readRegistry(ctx, db, i.Name)
+	if err != nil {
+		return err
+	}
+	if reg != nil && !reg.matches(i) {
+		mismatch.Problems = append(mismatch.Problems, i.registryProblem(reg))
+	}
 	if len(mismatch.Problems) > 0 {
 		return mismatch
 	}
 	return nil
 }
 
-func (i *Info) columnProblems(cols map[string]dbColumn) []string {
+func (i *Info) columnProblems(list []dbColumn) []string {
+	cols := make(map[string]dbColumn, len(list))
+	for _, c := range list {
+		cols[c.name] = c
+	}
 	var problems []string
 	for _, f := range i.Fields {
 		c, ok := cols[f.Column]
@@ -76,6 +94,13 @@ func (i *Info) columnProblems(cols map[string]dbColumn) []string {
 				f.Column, f.GoName, f.Type))
 		}
 	}
+	// Enqueue inserts the struct's columns only, so every other column must be able to fill itself.
+	for _, c := range list {
+		if !c.nullable && !c.hasDefault && i.field(c.name) == nil && !isPipelineColumn(c.name) {
+			problems = append(problems, fmt.Sprintf("column %q is NOT NULL and not in %s: add a field for it or give the column a default",
+				c.name, i.typeName()))
+		}
+	}
 	for _, p := range PipelineColumns {
 		c, ok := cols[p.Name]
 		switch {
@@ -90,70 +115,60 @@ func (i *Info) columnProblems(cols map[string]dbColumn) []string {
 	return problems
 }
 
-func (i *Info) indexProblems(idx []dbIndex) []string {
-	var problems []string
-	if len(i.Unique) > 0 && !hasIndex(idx, i.Unique, parsedNeverRun) {
-		problems = append(problems, fmt.Sprintf(
-			"the until-executed unique index is missing: CREATE UNIQUE INDEX ON %s (%s) NULLS NOT DISTINCT WHERE %s",
-			i.Table.Sanitize(), identList(i.Unique), condNeverRun))
-	}
-	if len(i.Key) > 0 && !hasIndex(idx, append(slices.Clone(i.Key), "lock_slot"), parsedRunning) {
-		problems = append(problems, fmt.Sprintf(
-			"the running-slots index is missing: CREATE UNIQUE INDEX ON %s (%s, lock_slot) NULLS NOT DISTINCT WHERE %s",
-			i.Table.Sanitize(), identList(i.Key), condRunning))
-	}
-	return problems
-}
-
-type dbIndex struct {
-	columns []string
-	pred    string
-}
-
-// hasIndex reports whether a unique, NULLS NOT DISTINCT index over exactly cols (any order) with the
-// predicate pred exists.
-func hasIndex(idx []dbIndex, cols []string, pred string) bool {
-	want := slices.Sorted(slices.Values(cols))
-	for _, x := range idx {
-		if x.pred == pred && slices.Equal(slices.Sorted(slices.Values(x.columns)), want) {
-			return true
+// field returns the field of column col, or nil.
+func (i *Info) field(col string) *Field {
+	for j := range i.Fields {
+		if i.Fields[j].Column == col {
+			return &i.Fields[j]
 		}
 	}
-	return false
+	return nil
+}
+
+// typeName names the kind's struct in messages.
+func (i *Info) typeName() string {
+	if i.TypeName == "" {
+		return "the struct"
+	}
+	return i.TypeName
 }
 
 // The table's name is passed as a parameter (already sanitised) to to_regclass, so it is parsed as a
 // name, never as SQL, and resolved through the search_path like every other statement.
 const columnsQuery = `
-SELECT a.attname, t.typname, NOT a.attnotnull
+SELECT a.attname, t.typname, NOT a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`
 
-// indexesQuery lists the unique NULLS NOT DISTINCT indexes over plain columns; expression indexes have
-// attnum 0 in indkey and are left out.
+// indexesQuery lists the valid unique indexes over plain columns; expression indexes have attnum 0 in
+// indkey and are left out.
 const indexesQuery = `
-SELECT array_agg(a.attname ORDER BY k.ord), coalesce(pg_get_expr(i.indpred, i.indrelid), '')
+SELECT c.relname, array_agg(a.attname ORDER BY k.ord), coalesce(pg_get_expr(i.indpred, i.indrelid), ''),
+    i.indnullsnotdistinct
 FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
 CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indnullsnotdistinct AND i.indisvalid
+WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indisvalid
   AND NOT (0 = ANY (i.indkey))
-GROUP BY i.indexrelid, i.indpred, i.indrelid`
+GROUP BY i.indexrelid, c.relname, i.indpred, i.indrelid, i.indnullsnotdistinct
+ORDER BY c.relname`
 
-func readColumns(ctx context.Context, db DB, table string) (map[string]dbColumn, error) {
+// readColumns returns the table's columns in table order; none when the table does not exist.
+func readColumns(ctx context.Context, db DB, table string) ([]dbColumn, error) {
 	rows, err := db.Query(ctx, columnsQuery, table)
 	if err != nil {
 		return nil, fmt.Errorf("jobinfo: reading the columns of %s: %w", table, err)
 	}
 	defer rows.Close()
-	cols := map[string]dbColumn{}
+	var cols []dbColumn
 	for rows.Next() {
-		var name string
 		var c dbColumn
-		if err := rows.Scan(&name, &c.udt, &c.nullable); err != nil {
+		if err := rows.Scan(&c.name, &c.udt, &c.nullable, &c.hasDefault); err != nil {
 			return nil, fmt.Errorf("jobinfo: reading the columns of %s: %w", table, err)
 		}
-		cols[name] = c
+		cols = append(cols, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("jobinfo: reading the columns of %s: %w", table, err)
@@ -170,7 +185,7 @@ func readIndexes(ctx context.Context, db DB, table string) ([]dbIndex, error) {
 	var idx []dbIndex
 	for rows.Next() {
 		var x dbIndex
-		if err := rows.Scan(&x.columns, &x.pred); err != nil {
+		if err := rows.Scan(&x.name, &x.columns, &x.pred, &x.nullsNotDistinct); err != nil {
 			return nil, fmt.Errorf("jobinfo: reading the indexes of %s: %w", table, err)
 		}
 		idx = append(idx, x)

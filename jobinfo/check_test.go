@@ -159,3 +159,174 @@ func TestSchemaQualifiedTable(t *testing.T) {
 		t.Fatalf("registry table = %q, %v", got, err)
 	}
 }
+
+// createDelivery creates the table and registry row of webhook_delivery as the migration `jobpipe kind
+// new` writes for the delivery struct (key customer_id, unique event_id).
+func createDelivery(t *testing.T, db *pgxpool.Pool) {
+	t.Helper()
+	ddl, err := jobinfo.MustDefine[delivery]("webhook_delivery").TableSpec().CreateSQL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, ddl)
+}
+
+// checkProblems runs Check and wants exactly the problems want.
+func checkProblems[T any](t *testing.T, db *pgxpool.Pool, kind *jobinfo.Kind[T], want ...string) {
+	t.Helper()
+	err := kind.Check(context.Background(), db)
+	var mismatch *jobinfo.MismatchError
+	if !errors.As(err, &mismatch) {
+		t.Fatalf("Check = %v, want a *MismatchError", err)
+	}
+	if !reflect.DeepEqual(mismatch.Problems, want) {
+		t.Errorf("Problems =\n%s\nwant\n%s", strings.Join(mismatch.Problems, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// registryKeys reads the unique and key columns recorded for webhook_delivery.
+func registryKeys(t *testing.T, db *pgxpool.Pool) (unique, key []string) {
+	t.Helper()
+	err := db.QueryRow(context.Background(), `SELECT unique_columns, key_columns FROM jobpipe_kinds WHERE name = 'webhook_delivery'`).
+		Scan(&unique, &key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unique, key
+}
+
+// A NOT NULL column the struct has no field for, and no default, would fail every Enqueue.
+func TestCheckNotNullColumnOutsideStruct(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	createDelivery(t, db)
+	// Only priority needs a value from the insert: the others have a default, an identity or may be NULL.
+	exec(t, db, `ALTER TABLE webhook_delivery ADD COLUMN priority integer NOT NULL,
+		ADD COLUMN weight integer NOT NULL DEFAULT 1, ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY,
+		ADD COLUMN doubled integer GENERATED ALWAYS AS (weight * 2) STORED, ADD COLUMN memo text`)
+	kind := jobinfo.MustDefine[delivery]("webhook_delivery")
+	checkProblems(t, db, kind,
+		`column "priority" is NOT NULL and not in delivery: add a field for it or give the column a default`)
+	if err := kind.Register(context.Background(), db); err == nil || !strings.Contains(err.Error(), `column "priority" is NOT NULL and not in delivery`) {
+		t.Errorf("Register = %v, want the NOT NULL column refused", err)
+	}
+}
+
+// deliveryJSON is delivery with json tags copied from another struct instead of jobpipe tags: the
+// columns are the same (snake_case of the names), the unique field and the key are gone.
+type deliveryJSON struct {
+	CustomerID int64           `json:"customer_id"`
+	EventID    string          `json:"event_id"`
+	Payload    json.RawMessage `json:"payload"`
+	Note       *string         `json:"note"`
+	SendAt     time.Time       `json:"send_at"`
+	Tags       []string        `json:"tags"`
+}
+
+func TestCheckStructWithoutUniqueAndKey(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	createDelivery(t, db)
+	kind := jobinfo.MustDefine[deliveryJSON]("webhook_delivery")
+	checkProblems(t, db, kind,
+		`the until-executed unique index "webhook_delivery_unique_waiting" is on (event_id) but deliveryJSON has no unique fields: `+
+			`add ,unique to the tag of field EventID, or change the kind's unique key on purpose in a migration (the index and the kind's row in jobpipe_kinds)`,
+		`the running-slots index "webhook_delivery_running_slots" makes (customer_id) the concurrency key but deliveryJSON has no key: `+
+			`add ,key to the tag of field CustomerID, or change the kind's key on purpose in a migration (the index and the kind's row in jobpipe_kinds)`,
+		`kind "webhook_delivery" is registered in jobpipe_kinds with unique_columns {event_id} and key_columns {customer_id}, but deliveryJSON gives {} and {}: `+
+			`correct deliveryJSON's tags, or change the kind on purpose in a migration that changes its table's indexes and runs `+
+			`UPDATE jobpipe_kinds SET unique_columns = '{}', key_columns = '{}' WHERE name = 'webhook_delivery'`,
+	)
+	// Register refuses, and the registry keeps the kind's keys.
+	if err := kind.Register(context.Background(), db); err == nil {
+		t.Error("Register accepted a struct without the table's unique field and key")
+	}
+	if unique, key := registryKeys(t, db); !reflect.DeepEqual(unique, []string{"event_id"}) || !reflect.DeepEqual(key, []string{"customer_id"}) {
+		t.Errorf("registry after the refused Register: unique %v, key %v; want [event_id], [customer_id]", unique, key)
+	}
+}
+
+// A forgotten ,key makes the unique field the key: the fix is the tag, not another index.
+func TestCheckForgottenKeyTag(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	createDelivery(t, db)
+	type noKeyTag struct {
+		CustomerID int64           `jobpipe:"customer_id"`
+		EventID    string          `jobpipe:"event_id,unique"`
+		Payload    json.RawMessage `jobpipe:"payload"`
+		Note       *string         `jobpipe:"note"`
+		SendAt     time.Time       `jobpipe:"send_at"`
+		Tags       []string        `jobpipe:"tags"`
+	}
+	checkProblems(t, db, jobinfo.MustDefine[noKeyTag]("webhook_delivery"),
+		`the running-slots index "webhook_delivery_running_slots" makes (customer_id) the concurrency key but noKeyTag's key is (event_id): `+
+			`add ,key to the tag of field CustomerID, or change the kind's key on purpose in a migration (the index and the kind's row in jobpipe_kinds)`,
+		`kind "webhook_delivery" is registered in jobpipe_kinds with unique_columns {event_id} and key_columns {customer_id}, but noKeyTag gives {event_id} and {event_id}: `+
+			`correct noKeyTag's tags, or change the kind on purpose in a migration that changes its table's indexes and runs `+
+			`UPDATE jobpipe_kinds SET unique_columns = '{event_id}', key_columns = '{event_id}' WHERE name = 'webhook_delivery'`,
+	)
+}
+
+// NoKey on a kind whose table has a key: the fix is to leave the option out.
+func TestCheckNoKeyAgainstKeyedTable(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	type post struct {
+		BlogID int64 `jobpipe:"blog_id,unique"`
+	}
+	ddl, _ := jobinfo.MustDefine[post]("blog_post").TableSpec().CreateSQL()
+	exec(t, db, ddl)
+	checkProblems(t, db, jobinfo.MustDefine[post]("blog_post", jobinfo.NoKey()),
+		`the running-slots index "blog_post_running_slots" makes (blog_id) the concurrency key but post has no key: `+
+			`leave out the NoKey option, or change the kind's key on purpose in a migration (the index and the kind's row in jobpipe_kinds)`,
+		`kind "blog_post" is registered in jobpipe_kinds with unique_columns {blog_id} and key_columns {blog_id}, but post gives {blog_id} and {}: `+
+			`correct post's tags, or change the kind on purpose in a migration that changes its table's indexes and runs `+
+			`UPDATE jobpipe_kinds SET unique_columns = '{blog_id}', key_columns = '{}' WHERE name = 'blog_post'`,
+	)
+}
+
+// A registry row that differs from a struct and table that agree is not rewritten by Register.
+func TestRegisterKeepsTheRegisteredKeys(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	createDelivery(t, db)
+	exec(t, db, `UPDATE jobpipe_kinds SET key_columns = '{event_id}' WHERE name = 'webhook_delivery'`)
+	kind := jobinfo.MustDefine[delivery]("webhook_delivery")
+	err := kind.Register(context.Background(), db)
+	want := `jobinfo: table "webhook_delivery" does not match kind "webhook_delivery" (1 problems):
+  - kind "webhook_delivery" is registered in jobpipe_kinds with unique_columns {event_id} and key_columns {event_id}, but delivery gives {event_id} and {customer_id}: ` +
+		`correct delivery's tags, or change the kind on purpose in a migration that changes its table's indexes and runs ` +
+		`UPDATE jobpipe_kinds SET unique_columns = '{event_id}', key_columns = '{customer_id}' WHERE name = 'webhook_delivery'`
+	if err == nil || err.Error() != want {
+		t.Errorf("Register =\n%v\nwant\n%s", err, want)
+	}
+	if unique, key := registryKeys(t, db); !reflect.DeepEqual(unique, []string{"event_id"}) || !reflect.DeepEqual(key, []string{"event_id"}) {
+		t.Errorf("registry after the refused Register: unique %v, key %v; want [event_id], [event_id]", unique, key)
+	}
+}
+
+// Check works without jobpipe's tables, and inside the caller's transaction leaves it usable.
+func TestCheckInTransactionWithoutRegistry(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewSchema(t)
+	ctx := context.Background()
+	kind := jobinfo.MustDefine[delivery]("webhook_delivery")
+	stmts, _ := kind.TableSpec().CreateStatements()
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, stmt := range stmts[:len(stmts)-1] { // all but the registry row
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kind.Check(ctx, tx); err != nil {
+		t.Fatalf("Check without jobpipe's tables = %v, want nil", err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatalf("the transaction after Check: %v", err)
+	}
+}

@@ -22,6 +22,11 @@
 // by `jobpipe kind new`) and checks an existing table against the struct ([Kind.Check]), reporting every
 // mismatch in one error. Table and column names reach SQL only through [pgx.Identifier] after validation.
 //
+// A kind's unique fields and key are recorded three times: in the struct's tags, in the table's indexes
+// and in the kind's row in jobpipe_kinds. Check refuses any difference between them, and
+// [Kind.Register] never rewrites the recorded ones: a kind's keys change on purpose, in a migration
+// that changes the indexes and the jobpipe_kinds row together.
+//
 // Each kind's table carries the data columns and the pipeline columns described in [PipelineColumns].
 // A row's state is derived from them (see [State]), never stored twice.
 package jobinfo

@@ -39,6 +39,9 @@ const (
 type Info struct {
 	// Name is the kind's name.
 	Name string
+	// TypeName is the name of the Go struct that carries the kind's data, for messages ("" when the
+	// Info was not made by Define).
+	TypeName string
 	// Table is the kind's table, ready to sanitise.
 	Table pgx.Identifier
 	// Fields are the data columns in struct order.
@@ -65,6 +68,8 @@ type Info struct {
 	// Timeout is how long a handler may run: its context's deadline is this long after it starts.
 	// 0 or negative sets no deadline (the zero Info has none; Define sets DefaultTimeout).
 	Timeout time.Duration
+
+	noKey bool // NoKey was given, so that Check can name it as what removed the key
 }
 
 // Kind is a job kind whose data is carried by struct type T.
@@ -204,6 +209,7 @@ func NoKey() Option {
 	return func(i *Info) error {
 		i.Key = nil
 		i.KeyLimit = 0
+		i.noKey = true
 		return nil
 	}
 }
@@ -215,11 +221,12 @@ func Define[T any](name string, opts ...Option) (*Kind[T], error) {
 	if err := ValidateName("kind", name); err != nil {
 		errs = append(errs, err)
 	}
-	fields, err := parseFields(reflect.TypeFor[T]())
+	typ := reflect.TypeFor[T]()
+	fields, err := parseFields(typ)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	info := &Info{Name: name, Table: pgx.Identifier{name}, Fields: fields, Order: OrderCreated,
+	info := &Info{Name: name, TypeName: typeName(typ), Table: pgx.Identifier{name}, Fields: fields, Order: OrderCreated,
 		MaxAttempts: DefaultMaxAttempts, Backoff: backoff.Default(),
 		RetainProcessed: DefaultRetainProcessed, RetainFailed: DefaultRetainFailed, Timeout: DefaultTimeout}
 	for _, f := range fields {
@@ -328,6 +335,14 @@ func (i *Info) KeyText(alias string) string {
 		cols[j] = a + pgx.Identifier{k}.Sanitize()
 	}
 	return "json_build_array(" + strings.Join(cols, ", ") + ")::text"
+}
+
+// typeName is t's name as its package writes it, or its full description for an unnamed type.
+func typeName(t reflect.Type) string {
+	if t.Name() != "" {
+		return t.Name()
+	}
+	return t.String()
 }
 
 func tableString(id pgx.Identifier) string {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"time"
 )
 
@@ -23,11 +24,12 @@ const skeleton = `-- +goose Up
 `
 
 // Create writes a new, empty goose SQL migration, DIR/<version>_<name>.sql, and returns its path.
-// The version is now in UTC as YYYYMMDDhhmmss, goose's timestamp versions. dir is created if
-// missing.
+// The version is now in UTC as YYYYMMDDhhmmss, goose's timestamp versions; when dir already holds a
+// migration of that version or a later one (two created in one second), it is one past the highest
+// version in dir instead, so that versions stay unique and in the order the migrations were created.
+// dir is created if missing.
 //
-// name must be 1 to 100 characters of a-z, 0-9 and _. Create never overwrites: it fails if the
-// file, or any migration with the same version, already exists.
+// name must be 1 to 100 characters of a-z, 0-9 and _. Create never overwrites an existing file.
 func Create(dir, name string, now time.Time) (string, error) {
 	return Write(dir, name, now, skeleton)
 }
@@ -44,14 +46,9 @@ func Write(dir, name string, now time.Time, content string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("migrations: create: making the migration directory: %w", err)
 	}
-	version := now.UTC().Format("20060102150405")
-	// goose refuses two files with one version, so a name that differs does not make it safe.
-	same, err := filepath.Glob(filepath.Join(dir, version+"_*"))
+	version, err := nextVersion(dir, now)
 	if err != nil {
-		return "", fmt.Errorf("migrations: create: %w", err)
-	}
-	if len(same) > 0 {
-		return "", fmt.Errorf("migrations: create: %s already has version %s; wait a second and create again", same[0], version)
+		return "", err
 	}
 	path := filepath.Join(dir, version+"_"+name+".sql")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -68,6 +65,30 @@ func Write(dir, name string, now time.Time, content string) (string, error) {
 		return "", fmt.Errorf("migrations: create: writing %s: %w", path, err)
 	}
 	return path, nil
+}
+
+// versionPrefix is the version at the start of a goose migration's file name.
+var versionPrefix = regexp.MustCompile(`^([0-9]+)_.*\.(sql|go)$`)
+
+// nextVersion is now's timestamp version, or one past the highest version in dir when that is not
+// lower: goose refuses two migrations with one version, and by default one older than a migration
+// already applied.
+func nextVersion(dir string, now time.Time) (string, error) {
+	version, _ := strconv.ParseInt(now.UTC().Format("20060102150405"), 10, 64)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("migrations: create: reading the migration directory: %w", err)
+	}
+	for _, e := range entries {
+		m := versionPrefix.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		if v, err := strconv.ParseInt(m[1], 10, 64); err == nil && v >= version {
+			version = v + 1
+		}
+	}
+	return strconv.FormatInt(version, 10), nil
 }
 
 func checkName(name string) error {

@@ -1,6 +1,7 @@
 package migrations_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,16 +32,32 @@ func TestCreateWritesEmptyMigration(t *testing.T) {
 		t.Fatalf("content = %q, want %q", got, want)
 	}
 
-	// goose refuses two migrations with one version, whatever their names.
-	for _, name := range []string{"add_email_index", "other"} {
-		_, err := migrations.Create(dir, name, now)
-		want := "migrations: create: " + path + " already has version 20250304050607; wait a second and create again"
-		if err == nil || err.Error() != want {
-			t.Errorf("Create(%s) again: err = %v, want %s", name, err, want)
+	// goose refuses two migrations with one version: more in the same second take the next ones.
+	for i, name := range []string{"add_email_index", "other"} {
+		got, err := migrations.Create(dir, name, now)
+		want := filepath.Join(dir, fmt.Sprintf("2025030405060%d_%s.sql", 8+i, name))
+		if err != nil || got != want {
+			t.Errorf("Create(%s) in the same second = %s, %v; want %s", name, got, err, want)
 		}
 	}
 	if got2, _ := os.ReadFile(path); string(got2) != want {
 		t.Fatalf("existing file was overwritten: %q", got2)
+	}
+}
+
+// A migration is never older than one already in the directory, which goose would refuse to apply
+// after it; files that are not migrations do not count.
+func TestCreateFollowsTheHighestVersion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, f := range []string{"20300101000000_later.sql", "99999999999999_notes.txt", "README.md", "00007_old.sql"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := migrations.Create(dir, "next", time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	if want := filepath.Join(dir, "20300101000001_next.sql"); err != nil || got != want {
+		t.Errorf("Create = %s, %v; want %s", got, err, want)
 	}
 }
 

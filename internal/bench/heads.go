@@ -98,7 +98,7 @@ func queryHeads(ctx context.Context, tx pgx.Tx, sql string, args ...any) (chosen
 // per key, never a scan of every waiting row), takes each key's first waiting job, keeps those that
 // are due and whose key runs fewer than $2 jobs, and stops as soon as it has $1 of them, locking them
 // like the dispatcher's statements. Unlike the dispatcher's key scan it does not sort the heads in the
-// kind's order across keys (the order DESIGN.md asks for holds within a key): it serves keys in key
+// kind's order across keys (jobpipe promises order within a key only): it serves keys in key
 // order, so its cost is O($1 + keys skipped) rather than O(keys).
 func skipScanSQL(info *jobinfo.Info) string {
 	table := info.Table.Sanitize()

@@ -12,7 +12,7 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// herdStartTarget is BENCHMARKS.md's bound on the time from due until every job has started.
+// herdStartTarget is the bound on the time from due until every job has started.
 const herdStartTarget = 2 * time.Second
 
 // herdRound is one dispatcher count of the sweep.

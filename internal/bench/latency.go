@@ -15,7 +15,7 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// BENCHMARKS.md's latency targets at 800 jobs/s.
+// The latency targets at 800 jobs/s.
 const (
 	latencyStartTarget = 20 * time.Millisecond
 	latencyE2ETarget   = 50 * time.Millisecond

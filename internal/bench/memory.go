@@ -16,7 +16,7 @@ import (
 	"github.com/jobpipe/jobpipe/dispatcher"
 )
 
-// memoryTargetMiB is BENCHMARKS.md's bound on a worker's RSS with 2,000 jobs in flight.
+// memoryTargetMiB is the bound on a worker's RSS with 2,000 jobs in flight.
 const memoryTargetMiB = 100
 
 // memorySampleEvery is how often memory samples the process.

@@ -81,7 +81,7 @@ type Options struct {
 	Out, Log io.Writer
 }
 
-// Defaults of every scenario; BENCHMARKS.md sets the sizes.
+// Defaults of every scenario: the sizes its target is stated for.
 const (
 	DefaultDrainJobs       = 1_000_000
 	DefaultUniqueJobs      = 1_000_000
@@ -121,7 +121,7 @@ const (
 )
 
 // DefaultUniqueWorkers is unique's Concurrency: slots' default (DefaultSlotsKeys × DefaultKeyLimit),
-// so that the two scenarios BENCHMARKS.md compares run the same number of workers. A unique job holds
+// so that the two scenarios the slots target compares run the same number of workers. A unique job holds
 // its worker from its claim to its finish (the execution lock, the handler, the batched finish, the
 // release), about 20 ms on a loaded machine, so 100 workers cap unique near 5,000 jobs/s whatever
 // the dispatcher does (5,004-5,566 jobs/s against 6,416-6,639 at 1,000, side by side).

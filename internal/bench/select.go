@@ -15,7 +15,7 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// selectTarget is BENCHMARKS.md's bound on one dispatch pass at 1M pending rows.
+// selectTarget is the bound on one dispatch pass at 1M pending rows.
 const selectTarget = 20 * time.Millisecond
 
 // selectSize is what one table size measured. Times are milliseconds.
@@ -41,7 +41,7 @@ type selectSize struct {
 
 // runSelect times one dispatch pass choosing 1,000 heads over tables of each size, three ways: the
 // dispatcher's pass (its fast walk, and its key scan when the walk falls short), the dispatcher's key
-// scan alone, and a key-order skip scan that stops at 1,000 heads (the alternative DESIGN.md names).
+// scan alone, and a key-order skip scan that stops at 1,000 heads (an alternative that keeps order within a key only).
 // Every pass runs in a transaction that is rolled back.
 func runSelect(ctx context.Context, s *session) error {
 	o, r := s.opts, s.report

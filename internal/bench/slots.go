@@ -9,7 +9,7 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// slotsUniqueShare is BENCHMARKS.md's target for slots: at least this share of unique's rate.
+// slotsUniqueShare is the target for slots: at least this share of unique's rate.
 const slotsUniqueShare = 0.8
 
 // runSlots works Jobs jobs over Keys keys of a keyed kind with KeyLimit slots per key, a SlowFraction

@@ -26,7 +26,7 @@ Every scenario counts its handler runs per job and checks them against the table
 more than once), lost (never run, or not processed) and early (started before process_after) must be
 0, or the command exits 1.
 
-scenarios and targets (BENCHMARKS.md, the 2-core machine):
+scenarios and targets (for a 2-core machine):
   drain   pre-insert --jobs no-op jobs of a plain kind, then work them all; also the table's dead
           tuples after                                                       >= 30,000 jobs/s
   steady  insert and work for --duration, keeping about --backlog waiting    >= 30,000 jobs/s

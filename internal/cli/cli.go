@@ -7,10 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/jobpipe/jobpipe/admin"
+	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
 // Exit codes of Run.
@@ -26,6 +32,12 @@ type env struct {
 	Stderr io.Writer
 	Getenv func(key string) string // os.Getenv outside tests
 	Now    func() time.Time        // time.Now outside tests
+
+	// defaultDatabaseURL replaces the fallback URL when not empty, so tests can use the fallback
+	// without touching the postgres database.
+	defaultDatabaseURL string
+	// used is the database the command connected to (set by connect), for messages.
+	used *usedDatabase
 }
 
 // command is one subcommand of jobpipe. Each lives in its own file and registers itself from that
@@ -93,6 +105,7 @@ func run(ctx context.Context, e *env, args []string) int {
 // report prints err as its kind demands and returns the exit code.
 func report(e *env, c *command, err error) int {
 	var ue *usageError
+	var pe *placedError
 	switch {
 	case err == nil:
 		return exitOK
@@ -106,10 +119,39 @@ func report(e *env, c *command, err error) int {
 		}
 		fmt.Fprintf(e.Stderr, "jobpipe %s: %v\n\n%s", where, ue.err, c.usage)
 		return exitUsage
+	case errors.As(err, &pe):
+		fmt.Fprintf(e.Stderr, "jobpipe %s: %v\n", pe.where, pe.err)
+		return exitFailure
+	case e.used != nil && jobpipeTablesMissing(err):
+		fmt.Fprintf(e.Stderr, "jobpipe: jobpipe's tables are missing in %s (%s): run \"jobpipe migrate up\" on it%s\n",
+			e.used, e.used.origin(), otherDatabaseHint(e.used))
+		return exitFailure
+	case e.used != nil && errors.Is(err, admin.ErrTableMissing):
+		fmt.Fprintf(e.Stderr, "jobpipe: %v\njobpipe: (looked in %s, %s)\n", err, e.used, e.used.origin())
+		return exitFailure
 	default:
 		fmt.Fprintf(e.Stderr, "jobpipe: %v\n", err)
 		return exitFailure
 	}
+}
+
+// jobpipeTables are jobpipe's own tables, which its migrations create.
+var missingJobpipeTable = regexp.MustCompile(`relation "jobpipe_(kinds|kind_limits|key_limits|leaders|schedules|schedule_firings)" does not exist`)
+
+// jobpipeTablesMissing reports whether err says that jobpipe's own tables are missing: the
+// database is not migrated, or not the one meant.
+func jobpipeTablesMissing(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.Is(err, jobinfo.ErrNotMigrated) ||
+		errors.As(err, &pgErr) && pgErr.Code == "42P01" && missingJobpipeTable.MatchString(pgErr.Message)
+}
+
+// otherDatabaseHint is said when the fallback URL was used: the database meant is likely another.
+func otherDatabaseHint(d *usedDatabase) string {
+	if d.from != fromDefault {
+		return ""
+	}
+	return ", or point --database-url or DATABASE_URL at your application's database"
 }
 
 func isHelpFlag(arg string) bool {

@@ -15,7 +15,8 @@ import (
 )
 
 const (
-	// defaultDatabaseURL is a local PostgreSQL as "make services" starts it.
+	// defaultDatabaseURL is the database of a local PostgreSQL that the postgres user may use without
+	// a password: the fallback when neither --database-url nor DATABASE_URL is given.
 	defaultDatabaseURL = "postgres://127.0.0.1:5432/postgres?sslmode=disable"
 	// databaseURLForm is shown when a URL is malformed.
 	databaseURLForm = "postgres://USER:PASSWORD@HOST:5432/DATABASE?sslmode=disable"
@@ -36,6 +37,9 @@ type databaseURL struct {
 	from  string // "--database-url", "DATABASE_URL" or "the default"
 }
 
+// fromDefault is databaseURL.from for the fallback URL.
+const fromDefault = "the default"
+
 // databaseURL picks the URL: the flag's value, else $DATABASE_URL, else the default.
 func (e *env) databaseURL(flagValue string) databaseURL {
 	if flagValue != "" {
@@ -44,7 +48,36 @@ func (e *env) databaseURL(flagValue string) databaseURL {
 	if v := e.Getenv("DATABASE_URL"); v != "" {
 		return databaseURL{v, "DATABASE_URL"}
 	}
-	return databaseURL{defaultDatabaseURL, "the default"}
+	if e.defaultDatabaseURL != "" {
+		return databaseURL{e.defaultDatabaseURL, fromDefault}
+	}
+	return databaseURL{defaultDatabaseURL, fromDefault}
+}
+
+// usedDatabase is the database a command connected to, as the server names it, for messages that
+// must say where a command looked: the default URL in particular is easy to use without noticing.
+type usedDatabase struct {
+	name   string // current_database()
+	schema string // current_schema(): the first schema of the search_path that exists; "" for none
+	addr   string // host:port
+	from   string // where the URL came from, as databaseURL.from
+}
+
+// String names the database, its schema and its address.
+func (d *usedDatabase) String() string {
+	schema := "where no schema of the search_path exists"
+	if d.schema != "" {
+		schema = fmt.Sprintf("schema %q", d.schema)
+	}
+	return fmt.Sprintf("database %q, %s, on %s", d.name, schema, d.addr)
+}
+
+// origin says where the URL came from.
+func (d *usedDatabase) origin() string {
+	if d.from == fromDefault {
+		return "the default URL, as neither --database-url nor DATABASE_URL is set"
+	}
+	return "URL from " + d.from
 }
 
 // poolConfig parses u. Its error never contains the URL, which may hold a password.
@@ -94,6 +127,10 @@ func (e *env) connect(ctx context.Context, flagValue string) (*pgxpool.Pool, err
 		pool.Close()
 		return nil, connectError(u, cfg, err)
 	}
+	e.used = &usedDatabase{addr: fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port), from: u.from,
+		name: cfg.ConnConfig.Database}
+	// The server's own names, search_path applied; a failure leaves the URL's database name.
+	_ = pool.QueryRow(ctx, `SELECT current_database(), coalesce(current_schema(), '')`).Scan(&e.used.name, &e.used.schema)
 	return pool, nil
 }
 
@@ -107,8 +144,8 @@ func connectError(u databaseURL, cfg *pgxpool.Config, err error) error {
 			"check the user, password and database name in the URL", addr, u.from, pe.Error()), err}
 	}
 	return &wrapped{fmt.Sprintf("PostgreSQL at %s is unreachable (URL from %s): %s; "+
-		"start PostgreSQL (make services starts one) or point --database-url or DATABASE_URL at a running server",
-		addr, u.from, dialCause(err)), err}
+		"start PostgreSQL at %s or point --database-url or DATABASE_URL at a running server",
+		addr, u.from, dialCause(err), addr), err}
 }
 
 // dialCause is the one line that says why a connection failed. pgconn's own message spans a line

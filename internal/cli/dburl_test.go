@@ -100,7 +100,7 @@ func TestConnectErrors(t *testing.T) {
 		{
 			url:    "postgres://127.0.0.1:1/x",
 			prefix: "PostgreSQL at 127.0.0.1:1 is unreachable (URL from --database-url): dial tcp 127.0.0.1:1: connect: connection refused; ",
-			suffix: "start PostgreSQL (make services starts one) or point --database-url or DATABASE_URL at a running server",
+			suffix: "start PostgreSQL at 127.0.0.1:1 or point --database-url or DATABASE_URL at a running server",
 		},
 		{
 			url:      refused,

@@ -52,3 +52,14 @@ func TestDemoRefusesBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// An unreachable lock node is named with what to start, not with a make target of jobpipe's own.
+func TestDemoRedisUnreachable(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewSchema(t)
+	args := []string{"demo", "--schema", s.Name, "--database-url", s.URL, "--redis-url", "127.0.0.1:1"}
+	code, stdout, stderr := runCLI(t, args...)
+	check(t, args, code, stdout, stderr, 1, "",
+		"jobpipe: the Redis node at 127.0.0.1:1 does not answer (from --redis-url): dial tcp 127.0.0.1:1: connect: connection refused; "+
+			"start Redis at 127.0.0.1:1 or point --redis-url or REDIS_URL at running nodes\n")
+}

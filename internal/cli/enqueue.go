@@ -91,7 +91,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	defer pool.Close()
 	k, err := admin.LoadKind(ctx, pool, pos[0])
 	if err != nil {
-		return err
+		return unknownKind(ctx, pool, "enqueue", pos[0], err)
 	}
 	res, err := admin.Enqueue(ctx, pool, k, req)
 	var dup *uniqueness.DuplicateError

@@ -91,6 +91,7 @@ func (f *jobsFlags) open(ctx context.Context, e *env, kind string) (*pgxpool.Poo
 	}
 	k, err := admin.LoadKind(ctx, pool, kind)
 	if err != nil {
+		err = unknownKind(ctx, pool, f.fs.Name(), kind, err)
 		pool.Close()
 		return nil, nil, err
 	}

@@ -376,7 +376,7 @@ func TestOperationsBadInput(t *testing.T) {
 		{[]string{"kinds", "--bogus"}, 2, "jobpipe kinds: flag provided but not defined: -bogus" + usageOf("kinds")},
 		{[]string{"jobs", "drop", "webhook"}, 2, "jobpipe jobs: unknown subcommand \"drop\"; want list, show, retry, discard or run-now" + usageOf("jobs")},
 		{[]string{"jobs", "list"}, 2, "jobpipe jobs list: want one KIND, got 0 arguments" + usageOf("jobs")},
-		{[]string{"jobs", "list", "nosuch"}, 1, "jobpipe: limits: unknown kind \"nosuch\": it is not in jobpipe_kinds; a kind is recorded when a dispatcher registers it (or by jobinfo's Register); `jobpipe kinds` lists the registered ones\n"},
+		{[]string{"jobs", "list", "nosuch"}, 1, "jobpipe jobs list: unknown kind \"nosuch\": " + noSuchKind},
 		{[]string{"jobs", "list", "webhook", "--state", "done"}, 2, "jobpipe jobs list: --state: admin: invalid state \"done\": use one of waiting, running, processed, failed" + usageOf("jobs")},
 		{[]string{"jobs", "list", "webhook", "--limit", "0"}, 2, "jobpipe jobs list: --limit 0: give 1 to 1000" + usageOf("jobs")},
 		{[]string{"jobs", "list", "webhook", "--limit", "01001"}, 2, "jobpipe jobs list: --limit 01001: give 1 to 1000" + usageOf("jobs")},
@@ -396,7 +396,7 @@ func TestOperationsBadInput(t *testing.T) {
 		{[]string{"enqueue", "webhook", "--data", `{"customer_id": "7", "url": 5, "colour": 1}`}, 1, ""},
 		{[]string{"enqueue", "webhook", "--data", `{"customer_id": 1.5, "url": "u"}`}, 1, ""},
 		{[]string{"enqueue", "webhook", "--data", `{"url": "u"}`}, 1, ""},
-		{[]string{"enqueue", "nosuch", "--data", `{}`}, 1, ""},
+		{[]string{"enqueue", "nosuch", "--data", `{}`}, 1, "jobpipe enqueue: unknown kind \"nosuch\": " + noSuchKind},
 		{[]string{"enqueue", "webhook", "--data", `{}`, "--at", "tomorrow"}, 2, "jobpipe enqueue: --at \"tomorrow\" is not an RFC 3339 time: write it as 2026-11-21T18:00:00Z or 2026-11-21T19:00:00+01:00" + usageOf("enqueue")},
 		{[]string{"enqueue", "webhook", "--data", `{}`, "--in", "-5m"}, 2, "jobpipe enqueue: --in \"-5m\" is not a duration of 0 or more: write it as 90s, 15m or 2h30m" + usageOf("enqueue")},
 		{[]string{"enqueue", "webhook", "--data", `{}`, "--in", "5m", "--at", "2026-01-01T00:00:00Z"}, 2, "jobpipe enqueue: --at and --in contradict each other: give one" + usageOf("enqueue")},
@@ -426,6 +426,37 @@ func TestOperationsBadInput(t *testing.T) {
 	}
 }
 
+// noSuchKind ends the message for a kind name near no registered one.
+const noSuchKind = "no kind of that name is registered; a dispatcher registers its kinds when it starts, and a migration " +
+	"written by `jobpipe kind new` registers its kind when applied (`jobpipe kinds` lists them)\n"
+
+// An unknown kind near a registered one is refused under the command's name, with that kind
+// suggested, and nothing changes.
+func TestUnknownKindSuggestsTheClosest(t *testing.T) {
+	t.Parallel()
+	s := setupJobs(t)
+	const hint = "? (`jobpipe kinds` lists the registered kinds)\n"
+	for _, tc := range []struct {
+		args       []string
+		wantStderr string
+	}{
+		{[]string{"jobs", "list", "webhok"}, "jobpipe jobs list: unknown kind \"webhok\": did you mean webhook" + hint},
+		{[]string{"jobs", "retry", "Webhook", "1"}, "jobpipe jobs retry: unknown kind \"Webhook\": did you mean webhook" + hint},
+		{[]string{"enqueue", "webhooks", "--data", `{"customer_id": 1, "url": "u"}`}, "jobpipe enqueue: unknown kind \"webhooks\": did you mean webhook" + hint},
+		{[]string{"limit", "set", "mial", "3"}, "jobpipe limit set: unknown kind \"mial\": did you mean mail" + hint},
+		{[]string{"limit", "get", "webhok"}, "jobpipe limit get: unknown kind \"webhok\": did you mean webhook" + hint},
+		{[]string{"limit", "list", "mails"}, "jobpipe limit list: unknown kind \"mails\": did you mean mail" + hint},
+		{[]string{"pause", "webhook_"}, "jobpipe pause: unknown kind \"webhook_\": did you mean webhook" + hint},
+		{[]string{"prune", "mal"}, "jobpipe prune: unknown kind \"mal\": did you mean mail" + hint},
+		{[]string{"jobs", "list", "hook"}, "jobpipe jobs list: unknown kind \"hook\": " + noSuchKind},
+	} {
+		code, stdout, stderr := jp(t, s, tc.args...)
+		check(t, tc.args, code, stdout, stderr, 1, "", tc.wantStderr)
+	}
+	assertRows(t, "after unknown kinds", jobRows(t, s, "webhook"), initialWebhooks)
+	assertRows(t, "mail after unknown kinds", mailRows(t, s), nil)
+}
+
 // A kind whose table is missing is reported, and the others are still shown.
 func TestKindsWithAMissingTable(t *testing.T) {
 	t.Parallel()
@@ -435,7 +466,8 @@ func TestKindsWithAMissingTable(t *testing.T) {
 	}
 	code, stdout, stderr := jp(t, s, "kinds")
 	if code != 1 || !regexp.MustCompile(`^KIND .*\nwebhook +3 +2 +1 +1 +2 `).MatchString(stdout) ||
-		stderr != "jobpipe: admin: the kind's table is missing: kind \"mail\" has no table \"mail\": apply the migration that creates it (jobpipe migrate up --dir ...)\n" {
+		stderr != "jobpipe: admin: the kind's table is missing: kind \"mail\" has no table \"mail\": apply the migration that creates it (jobpipe migrate up --dir ...)\n"+
+			"jobpipe: (looked in "+databaseText(t, s)+", URL from --database-url)\n" {
 		t.Errorf("kinds with mail's table dropped: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }

@@ -70,6 +70,25 @@ func TestKindNewThenMigrateThenRegister(t *testing.T) {
 	}
 }
 
+// Two kinds written in one second get two versions, and both apply.
+func TestKindNewTwiceInOneSecond(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewSchema(t)
+	dir := t.TempDir()
+	for i, kind := range []string{"webhook", "mail"} {
+		args := []string{"kind", "new", kind, "--field", "n:bigint", "--dir", dir}
+		code, stdout, stderr := runWith(t, nil, kindNow, args...)
+		path := filepath.Join(dir, fmt.Sprintf("2030040506070%d_create_%s.sql", 8+i, kind))
+		check(t, args, code, stdout, stderr, 0, "wrote "+path+"\napply it with: jobpipe migrate up --dir "+dir+"\n", "")
+	}
+	code, stdout, stderr := runCLI(t, "migrate", "up", "--dir", dir, "--database-url", s.URL)
+	check(t, nil, code, stable(stdout), stderr, 0, jobpipeApplied(t)+
+		"applied app 20300405060708_create_webhook.sql (Nms)\n"+
+		"applied app 20300405060709_create_mail.sql (Nms)\n"+
+		fmt.Sprintf("%s; now jobpipe at version %d, app at version 20300405060709\n",
+			appliedCount(len(jobpipeMigrations(t))+2), jobpipeLatest(t)), "")
+}
+
 func TestKindNewPrintsWithoutDir(t *testing.T) {
 	t.Parallel()
 	code, stdout, stderr := runCLI(t, "kind", "new", "reminder", "--field", "user_id:bigint", "--unique", "user_id")

@@ -22,11 +22,16 @@ since it was enqueued; and the schedule lag: how far past its due time the most 
 A lag that keeps growing means the kind's workers do not keep up, or the kind is paused or limited.
 Below the table, a line for each dispatcher in which a keyed kind waits for a quorum of Redis lock
 nodes: since when, and the nodes that do not answer with their errors.
+Without --database-url and $DATABASE_URL, the first line names the database used.
 
 flags:
   --json              print JSON instead of text (fields in docs/cli.md)
   --database-url URL  the database (default $DATABASE_URL, else ` + defaultDatabaseURL + `)
 `
+
+// noKindsText is what "jobpipe kinds" says when no kind is registered.
+const noKindsText = "no kinds are registered: a dispatcher registers its kinds when it starts, and a migration written by " +
+	"\"jobpipe kind new\" registers its kind when applied (\"jobpipe migrate up --dir DIR\" applies your application's migrations in DIR)"
 
 func init() {
 	register(&command{name: "kinds", summary: "list job kinds with their jobs counted by state", usage: kindsUsage, run: runKinds})
@@ -71,6 +76,14 @@ func runKinds(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	if e.used.from == fromDefault {
+		// The fallback is easy to use without noticing: say which database the counts come from.
+		out := e.Stdout
+		if *asJSON {
+			out = e.Stderr
+		}
+		fmt.Fprintf(out, "using %s (%s)\n", e.used, e.used.origin())
+	}
 	// A kind whose table is missing is reported after the others are shown.
 	sums, missing := admin.SummarizeAll(ctx, pool)
 	if missing != nil && !errors.Is(missing, admin.ErrTableMissing) {
@@ -99,7 +112,7 @@ func writeKinds(e *env, sums []admin.Summary, asJSON bool) error {
 		return writeJSON(e, rows)
 	}
 	if len(sums) == 0 {
-		fmt.Fprintln(e.Stdout, "no kinds are registered: a kind is recorded when a dispatcher registers it")
+		fmt.Fprintln(e.Stdout, noKindsText)
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 0, 2, ' ', 0)

@@ -330,7 +330,7 @@ func change(ctx context.Context, e *env, f *limitFlags, kind string, key *string
 	defer pool.Close()
 	was, err := readState(ctx, pool, kind, key)
 	if err != nil {
-		return err
+		return unknownKind(ctx, pool, f.fs.Name(), kind, err)
 	}
 	if err := do(pool, was); err != nil {
 		return err
@@ -364,7 +364,7 @@ func limitGet(ctx context.Context, e *env, args []string) error {
 	defer pool.Close()
 	st, err := readState(ctx, pool, pos[0], f.keyArg())
 	if err != nil {
-		return err
+		return unknownKind(ctx, pool, f.fs.Name(), pos[0], err)
 	}
 	if *f.json {
 		return writeJSON(e, getJSON{stateJSON: st.json(), StoredKeys: st.storedKeys, KeysWithLimit: st.keysWithLimit})
@@ -389,7 +389,7 @@ func limitList(ctx context.Context, e *env, args []string) error {
 	defer pool.Close()
 	kinds, keys, err := limits.List(ctx, pool, kind)
 	if err != nil {
-		return err
+		return unknownKind(ctx, pool, f.fs.Name(), kind, err)
 	}
 	if *f.json {
 		return writeJSON(e, listJSON(kinds, keys))

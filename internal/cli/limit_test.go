@@ -606,8 +606,7 @@ func TestLimitBadInput(t *testing.T) {
 	s := setupLimits(t)
 	setLimitState(t, s)
 	wantKinds, wantKeys := limitRows(t, s)
-	const unknown = "jobpipe: limits: unknown kind \"nosuch\": it is not in jobpipe_kinds; a kind is registered when a dispatcher " +
-		"starts with it or when the migration that creates its table (jobpipe kind new) is applied\n"
+	unknown := func(where string) string { return "jobpipe " + where + ": unknown kind \"nosuch\": " + noSuchKind }
 	const noKeyValue = "jobpipe: limits: invalid key \"x\" for kind \"cleanup\": the kind has no key, so it has no per-key limits\n"
 	const noPerKey = "jobpipe: limits: invalid: kind \"cleanup\" has no key, so it has no per-key limit; " +
 		"limit its total instead (SetMaxRunning, or jobpipe limit set cleanup N)\n"
@@ -617,15 +616,15 @@ func TestLimitBadInput(t *testing.T) {
 		wantCode   int
 		wantStderr string
 	}{
-		{[]string{"limit", "set", "nosuch", "3"}, 1, unknown},
-		{[]string{"limit", "set", "nosuch", "3", "--json"}, 1, unknown},
-		{[]string{"limit", "set", "nosuch", "3", "--per-key"}, 1, unknown},
-		{[]string{"limit", "set", "nosuch", "3", "--key", "1"}, 1, unknown},
-		{[]string{"limit", "get", "nosuch"}, 1, unknown},
-		{[]string{"limit", "list", "nosuch"}, 1, unknown},
-		{[]string{"limit", "clear", "nosuch"}, 1, unknown},
-		{[]string{"pause", "nosuch"}, 1, unknown},
-		{[]string{"resume", "nosuch", "--key", "1"}, 1, unknown},
+		{[]string{"limit", "set", "nosuch", "3"}, 1, unknown("limit set")},
+		{[]string{"limit", "set", "nosuch", "3", "--json"}, 1, unknown("limit set")},
+		{[]string{"limit", "set", "nosuch", "3", "--per-key"}, 1, unknown("limit set")},
+		{[]string{"limit", "set", "nosuch", "3", "--key", "1"}, 1, unknown("limit set")},
+		{[]string{"limit", "get", "nosuch"}, 1, unknown("limit get")},
+		{[]string{"limit", "list", "nosuch"}, 1, unknown("limit list")},
+		{[]string{"limit", "clear", "nosuch"}, 1, unknown("limit clear")},
+		{[]string{"pause", "nosuch"}, 1, unknown("pause")},
+		{[]string{"resume", "nosuch", "--key", "1"}, 1, unknown("resume")},
 
 		{[]string{"limit", "set", "cleanup", "1", "--key", "x"}, 1, noKeyValue},
 		{[]string{"limit", "get", "cleanup", "--key", "x"}, 1, noKeyValue},

@@ -27,6 +27,7 @@ subcommands:
   status       list every migration with when it was applied, or pending
   version      print the current and latest version of jobpipe's migrations and DIR's
   create NAME  write an empty migration DIR/<UTC timestamp>_NAME.sql; NAME is a-z, 0-9 and _
+               (one past DIR's highest version when that is not earlier)
 
 flags:
   --database-url URL  the database (default $DATABASE_URL, else ` + defaultDatabaseURL + `);

@@ -91,7 +91,7 @@ func runPrune(ctx context.Context, e *env, args []string) error {
 	if len(pos) == 1 {
 		k, err := admin.LoadKind(ctx, pool, pos[0])
 		if err != nil {
-			return err
+			return unknownKind(ctx, pool, "prune", pos[0], err)
 		}
 		kinds = []*admin.Kind{k}
 	} else if kinds, err = admin.Kinds(ctx, pool); err != nil {

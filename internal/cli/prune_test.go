@@ -62,7 +62,7 @@ UPDATE webhook SET failed_at = now() - interval '8 days' WHERE id = 5`); err != 
 		{[]string{"prune", "--batch", "0x10"}, 2, "jobpipe prune: invalid value \"0x10\" for flag -batch: parse error" + usage},
 		{[]string{"prune", "webhook", "mail"}, 2, "jobpipe prune: unexpected argument \"mail\"; give at most one KIND" + usage},
 		{[]string{"prune", "--force"}, 2, "jobpipe prune: flag provided but not defined: -force" + usage},
-		{[]string{"prune", "nosuch"}, 1, "jobpipe: limits: unknown kind \"nosuch\": it is not in jobpipe_kinds; a kind is recorded when a dispatcher registers it (or by jobinfo's Register); `jobpipe kinds` lists the registered ones\n"},
+		{[]string{"prune", "nosuch"}, 1, "jobpipe prune: unknown kind \"nosuch\": " + noSuchKind},
 	} {
 		code, stdout, stderr := jp(t, s, tc.args...)
 		check(t, tc.args, code, stdout, stderr, tc.wantCode, "", tc.wantStderr)

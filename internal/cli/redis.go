@@ -11,7 +11,7 @@ import (
 	"github.com/jobpipe/jobpipe/execlock"
 )
 
-// defaultRedisURL is a local Redis as "make services" starts it.
+// defaultRedisURL is a local Redis: the fallback when neither --redis-url nor REDIS_URL is given.
 const defaultRedisURL = "127.0.0.1:6379"
 
 // redisNodesFlag defines --redis-url on fs: the lock nodes, comma-separated.
@@ -36,8 +36,8 @@ func (e *env) redisNodes(ctx context.Context, flagValue string) ([]*redis.Client
 	for _, c := range clients {
 		if err := c.Ping(ctx).Err(); err != nil {
 			closeAll(clients)
-			return nil, fmt.Errorf("the Redis node at %s does not answer (from %s): %v; start Redis (make services starts one) or point --redis-url or REDIS_URL at running nodes",
-				c.Options().Addr, from, err)
+			return nil, fmt.Errorf("the Redis node at %s does not answer (from %s): %v; start Redis at %s or point --redis-url or REDIS_URL at running nodes",
+				c.Options().Addr, from, err, c.Options().Addr)
 		}
 	}
 	return clients, nil

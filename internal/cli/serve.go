@@ -18,8 +18,8 @@ import (
 	"github.com/jobpipe/jobpipe/metrics"
 )
 
-const serveUsage = `usage: jobpipe serve [--addr HOST:PORT] [--read-only] [--auth-reads] [--base-path PATH]
-                     [--trusted-origin ORIGIN] [--secure-cookies] [--database-url URL]
+const serveUsage = `usage: jobpipe serve [--addr HOST:PORT] [--read-only] [--auth-reads] [--auth-metrics]
+                     [--base-path PATH] [--trusted-origin ORIGIN] [--secure-cookies] [--database-url URL]
 
 Serves the web dashboard and the Prometheus metrics: the dashboard at / (or --base-path), the
 metrics at /metrics (jobpipe_running_jobs, jobpipe_max_running_jobs and jobpipe_remaining_work_count
@@ -37,7 +37,10 @@ Without credentials serve refuses to start unless it is --read-only or listens o
 flags:
   --addr HOST:PORT      where to listen (default 127.0.0.1:8080; :8080 for every interface)
   --read-only           no actions: the dashboard only shows, and refuses every POST
-  --auth-reads          every page needs the credentials too (job data may be private)
+  --auth-reads          every page needs the credentials too (job data may be private); /metrics stays
+                        open unless --auth-metrics is given too
+  --auth-metrics        /metrics needs the credentials too: a bearer token or basic auth, as
+                        Prometheus's authorization or basic_auth settings send them
   --base-path PATH      serve the dashboard under PATH (/ops/jobs) behind a proxy
   --trusted-origin O    an origin allowed to POST besides the dashboard's own (a proxy's https://host);
                         repeat for several
@@ -64,6 +67,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "where to listen")
 	readOnly := fs.Bool("read-only", false, "no actions")
 	authReads := fs.Bool("auth-reads", false, "pages need the credentials too")
+	authMetrics := fs.Bool("auth-metrics", false, "/metrics needs the credentials too")
 	basePath := fs.String("base-path", "", "serve the dashboard under this path")
 	secure := fs.Bool("secure-cookies", false, "mark cookies Secure")
 	var trusted origins
@@ -85,6 +89,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		cfg.BasicAuthUser, cfg.BasicAuthPassword = user, password
 	}
+	if *authMetrics && cfg.Token == "" && cfg.BasicAuthUser == "" {
+		return errors.New("--auth-metrics needs credentials: set JOBPIPE_DASHBOARD_TOKEN or JOBPIPE_DASHBOARD_BASIC_AUTH")
+	}
 	if err := cfg.CheckListen(*addr); err != nil {
 		return fmt.Errorf("%w\nfor jobpipe serve: set JOBPIPE_DASHBOARD_TOKEN or JOBPIPE_DASHBOARD_BASIC_AUTH, or add --read-only, or listen with --addr 127.0.0.1:PORT", err)
 	}
@@ -102,7 +109,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	reg.MustRegister(metrics.NewCollector(pool, metrics.WithLogger(cfg.Logger)),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	metrics.Mount(mux, reg)
+	if *authMetrics {
+		mux.Handle("GET "+metrics.Path, dash.RequireAuth(metrics.Handler(reg)))
+	} else {
+		metrics.Mount(mux, reg)
+	}
 	mux.Handle(*basePath+"/", dash)
 
 	ln, err := net.Listen("tcp", *addr)
@@ -111,7 +122,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(e.Stdout, "jobpipe serve: dashboard on %s%s/, metrics on %s%s (%s)\n", base, *basePath, base, metrics.Path, accessText(cfg))
+	fmt.Fprintf(e.Stdout, "jobpipe serve: dashboard on %s%s/, metrics on %s%s (%s)\n", base, *basePath, base, metrics.Path,
+		accessText(cfg, *authMetrics))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -129,13 +141,25 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// accessText says who may change what, for the start-up line.
-func accessText(c dashboard.Config) string {
+// accessText says who may read and change what, for the start-up line.
+func accessText(c dashboard.Config, authMetrics bool) string {
+	var access string
 	switch {
 	case c.ReadOnly:
-		return "read-only"
+		access = "read-only"
 	case c.Token != "" || c.BasicAuthUser != "":
-		return "actions need credentials"
+		access = "actions need credentials"
+	default:
+		access = "actions open to anyone on loopback"
 	}
-	return "actions open to anyone on loopback"
+	switch {
+	case authMetrics && c.RequireAuthForReads:
+		access += "; pages and metrics need credentials"
+	case authMetrics:
+		access += "; metrics need credentials"
+	case c.RequireAuthForReads:
+		// The pages are private: say plainly that the metrics are not.
+		access += "; pages need credentials; metrics open to anyone (--auth-metrics protects them)"
+	}
+	return access
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"regexp"
@@ -176,4 +177,92 @@ func TestServeRefusesUnsafeSettings(t *testing.T) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.name, code, stdout, stderr, tc.code, tc.want)
 		}
 	}
+}
+
+// getWith is get with an Authorization header ("" for none); it returns the status, the challenge
+// and the body.
+func getWith(t *testing.T, url, authorization string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), string(body)
+}
+
+// --auth-reads keeps /metrics open, and says so; --auth-metrics protects it with the dashboard's
+// credentials, a bearer token or basic auth.
+func TestServeAuthMetrics(t *testing.T) {
+	t.Parallel()
+	s := setupJobs(t)
+	const token = "0123456789abcdef-serve-test"
+	const password = "fedcba9876543210-serve-test"
+	vars := map[string]string{"JOBPIPE_DASHBOARD_TOKEN": token, "JOBPIPE_DASHBOARD_BASIC_AUTH": "ops:" + password}
+	const webhookGauge = `jobpipe_remaining_work_count{kind="webhook"} 3`
+	startLine := func(access string) *regexp.Regexp {
+		return regexp.MustCompile(`^jobpipe serve: dashboard on http://127\.0\.0\.1:\d+/, metrics on http://127\.0\.0\.1:\d+/metrics \(` +
+			regexp.QuoteMeta(access) + `\)\njobpipe serve: stopped\n$`)
+	}
+
+	// --auth-reads alone: pages need the credentials, /metrics does not.
+	base, stop := startServe(t, s.URL, vars, "--auth-reads")
+	if code, _, body := getWith(t, base+"/metrics", ""); code != http.StatusOK || !strings.Contains(body, webhookGauge) {
+		t.Errorf("GET /metrics with --auth-reads and no credentials: status %d; want 200 with the gauges", code)
+	}
+	if code, _, _ := getWith(t, base+"/api/summary", ""); code != http.StatusUnauthorized {
+		t.Errorf("GET /api/summary with --auth-reads and no credentials: status %d; want 401", code)
+	}
+	code, stdout, _ := stop()
+	if want := startLine("actions need credentials; pages need credentials; metrics open to anyone (--auth-metrics protects them)"); code != 0 || !want.MatchString(stdout) {
+		t.Errorf("serve --auth-reads: exit %d, stdout %q", code, stdout)
+	}
+
+	// --auth-metrics: /metrics needs the token or basic auth.
+	base, stop = startServe(t, s.URL, vars, "--auth-reads", "--auth-metrics")
+	for _, tc := range []struct {
+		name, authorization string
+		status              int
+	}{
+		{"no credentials", "", http.StatusUnauthorized},
+		{"wrong token", "Bearer " + token + "x", http.StatusUnauthorized},
+		{"wrong password", basicAuth("ops", password+"x"), http.StatusUnauthorized},
+		{"token", "Bearer " + token, http.StatusOK},
+		{"basic auth", basicAuth("ops", password), http.StatusOK},
+	} {
+		code, challenge, body := getWith(t, base+"/metrics", tc.authorization)
+		switch {
+		case code != tc.status:
+			t.Errorf("GET /metrics with %s: status %d, want %d", tc.name, code, tc.status)
+		case code == http.StatusOK && !strings.Contains(body, webhookGauge):
+			t.Errorf("GET /metrics with %s: no %q in:\n%s", tc.name, webhookGauge, body)
+		case code == http.StatusUnauthorized && (challenge != `Basic realm="jobpipe dashboard", charset="UTF-8"` || strings.Contains(body, "jobpipe_")):
+			t.Errorf("GET /metrics with %s: challenge %q, body %q; want the basic challenge and no metrics", tc.name, challenge, body)
+		}
+	}
+	code, stdout, _ = stop()
+	if want := startLine("actions need credentials; pages and metrics need credentials"); code != 0 || !want.MatchString(stdout) {
+		t.Errorf("serve --auth-reads --auth-metrics: exit %d, stdout %q", code, stdout)
+	}
+
+	// Without credentials there is nothing to protect /metrics with.
+	args := []string{"serve", "--database-url", s.URL, "--addr", "127.0.0.1:0", "--auth-metrics"}
+	code, stdout, stderr := runWith(t, map[string]string{}, time.Now(), args...)
+	check(t, args, code, stdout, stderr, 1, "",
+		"jobpipe: --auth-metrics needs credentials: set JOBPIPE_DASHBOARD_TOKEN or JOBPIPE_DASHBOARD_BASIC_AUTH\n")
+}
+
+func basicAuth(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // redisTimeout bounds dialling and every read and write. go-redis's defaults (5 s reads that
-// ignore the context) would let one stopped node stall a Redlock call for seconds; see
-// RELIABILITY.md.
+// ignore the context) would let one stopped node stall a Redlock call for seconds, where the fault
+// suite wants a stalled node's lock calls to fail within their call timeout.
 const redisTimeout = time.Second
 
 // splitRedisList splits TEST_REDIS_URL into one entry per node and checks each.
