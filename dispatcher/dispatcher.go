@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jobpipe/jobpipe/execlock"
 )
@@ -37,6 +38,11 @@ type Dispatcher struct {
 	jobsCtx    context.Context         // parent of every job's context
 	cancelJobs context.CancelCauseFunc // cancels running jobs at Stop's deadline
 	workers    sync.WaitGroup          // running jobs
+	// abandon is closed at Stop's deadline: outcomes the database has not taken by then are given up.
+	abandon chan struct{}
+	// unreachableAt is when a statement of this dispatcher last failed to reach the database (Unix
+	// nanoseconds; see reach.go).
+	unreachableAt atomic.Int64
 }
 
 // New checks cfg and returns a Dispatcher. It does not connect; Start does.
@@ -45,7 +51,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{cfg: cfg, logger: cfg.Logger, kinds: map[string]*kindRunner{}}
+	d := &Dispatcher{cfg: cfg, logger: cfg.Logger, kinds: map[string]*kindRunner{}, abandon: make(chan struct{})}
 	if len(cfg.Redis) > 0 {
 		locker, err := execlock.New(&execlock.Config{Nodes: cfg.Redis, Prefix: cfg.RedisPrefix,
 			ExecTTL: cfg.LeaseTTL, QueueTTL: cfg.LeaseTTL, NodeName: cfg.NodeName, DisablePipelining: cfg.DisableLockPipelining})
@@ -112,7 +118,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // Stop shuts the dispatcher down: it stops claiming, lets running jobs finish until ctx is done, then
 // cancels the rest (their context's cause is ErrShutdown) and waits for them to return, records every
 // outcome, gives up leadership and releases every lock. Handlers must return once their context is
-// cancelled for Stop to return.
+// cancelled for Stop to return. Outcomes the database has not taken when ctx is done (it cannot be
+// reached) are given up: their jobs are rescued once their leases expire.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	if d.state != stateRunning {
@@ -124,6 +131,15 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 
 	d.stopLoops()
 	d.loops.Wait()
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			close(d.abandon)
+		case <-stopped:
+		}
+	}()
 	workersDone := make(chan struct{})
 	go func() {
 		d.workers.Wait()
