@@ -37,20 +37,7 @@ func TestOutageLongerThanLeaseRunsNothingTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pc := b.db.Config()
-	link, err := netfault.Start("postgres", net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(link.Close)
-	host, port, _ := net.SplitHostPort(link.Addr())
-	p, _ := strconv.Atoi(port)
-	pc.ConnConfig.Host, pc.ConnConfig.Port, pc.MaxConns = host, uint16(p), 4
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	link, pool := poolThroughLink(t, b.db)
 
 	const (
 		lease  = 1500 * time.Millisecond
@@ -122,4 +109,77 @@ func TestOutageLongerThanLeaseRunsNothingTwice(t *testing.T) {
 	if st := d.Stats(); st.Rescued != 1 || st.StaleFinishes != 0 || st.Processed != 2 {
 		t.Errorf("stats %+v; want 1 rescued, 2 processed, no stale finish", st)
 	}
+}
+
+// Stop does not wait for the database to take outcomes past its deadline: with the link to the
+// database cut, a finished job's outcome is given up when Stop's context ends (its lease is left for
+// the rescuer), and Stop returns with the deadline reported.
+func TestStopGivesUpOutcomesAtItsDeadlineWhileTheDatabaseIsUnreachable(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	ctx := context.Background()
+	kind := jobinfo.MustDefine[plainJob]("stop_outage_job")
+	createKind(t, b.db, kind)
+	job, _ := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: 1})
+	link, pool := poolThroughLink(t, b.db)
+	started, release := make(chan struct{}), make(chan struct{})
+	cfg := b.cfg
+	cfg.DB, cfg.LeaseTTL = pool, 6*time.Second // far longer than Stop's deadline
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[plainJob]) error {
+			close(started)
+			<-release
+			return nil
+		})
+	})
+	<-started
+	if err := link.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	const deadline = 500 * time.Millisecond
+	stopCtx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	began := time.Now()
+	err := d.Stop(stopCtx)
+	took := time.Since(began)
+	if want := "dispatcher: Stop: running jobs were cancelled at the deadline: context deadline exceeded"; err == nil || err.Error() != want {
+		t.Errorf("Stop = %v; want %q", err, want)
+	}
+	if took > deadline+2*time.Second {
+		t.Errorf("Stop took %v with a deadline of %v", took, deadline)
+	}
+	if n := countWhere(t, b.db, "stop_outage_job", "lease_expires_at IS NOT NULL AND processed_at IS NULL"); n != 1 {
+		t.Errorf("%d rows leased and not processed after Stop; want the job's (%d), left for the rescuer", n, job.ID)
+	}
+	if st := d.Stats(); st.Processed != 0 || st.StaleFinishes != 1 {
+		t.Errorf("stats %+v; want nothing processed, the given-up outcome counted stale", st)
+	}
+}
+
+// poolThroughLink returns a pool like db's (its search_path included) whose connections go through a
+// netfault link to db's server, and the link; both are closed when t ends.
+func poolThroughLink(t *testing.T, db *pgxpool.Pool) (*netfault.Link, *pgxpool.Pool) {
+	t.Helper()
+	pc := db.Config()
+	link, err := netfault.Start("postgres", net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Close)
+	host, port, err := net.SplitHostPort(link.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.ConnConfig.Host, pc.ConnConfig.Port, pc.MaxConns = host, uint16(p), 4
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return link, pool
 }
