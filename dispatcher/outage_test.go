@@ -20,9 +20,9 @@ import (
 // A dispatcher cut off from the database (every connection through a netfault link closed, new ones
 // refused) for longer than the lease, with the outcome of a job it finished waiting: once the link
 // heals, the outcome is written and the job runs once, although its lease ran out on the database's
-// clock meanwhile. The rescuer waits until the dispatcher has reached the database for its quiet
-// period (2 x HeartbeatInterval + 1 s) after the heal, then still takes back the lease of a worker
-// that died during the cut.
+// clock meanwhile, and before the dispatcher claims a job enqueued during the cut. The rescuer waits
+// until the dispatcher has reached the database for its quiet period (2 x HeartbeatInterval + 1 s)
+// after the heal, then still takes back the lease of a worker that died during the cut.
 func TestOutageLongerThanLeaseRunsNothingTwice(t *testing.T) {
 	t.Parallel()
 	b := newRun(t)
@@ -74,13 +74,17 @@ func TestOutageLongerThanLeaseRunsNothingTwice(t *testing.T) {
 	waitFor(t, "both leases to run out on the database's clock", 10*time.Second, func() (bool, error) {
 		return countWhere(t, b.db, "outage_job", "lease_expires_at < now()") == 2, nil
 	})
+	fresh, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(lease) // well past them: the rescuer would have taken both back at once
 	healed := time.Now()
 	if err := link.Heal(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both jobs processed", quiet+10*time.Second, func() (bool, error) {
-		return countWhere(t, b.db, "outage_job", "processed_at IS NOT NULL") == 2, nil
+	waitFor(t, "the jobs processed", quiet+10*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "outage_job", "processed_at IS NOT NULL") == 3, nil
 	})
 
 	if st := readState(t, b.db, "outage_job", live.ID); st != (rowState{Attempts: 1, Processed: true}) {
@@ -96,18 +100,31 @@ func TestOutageLongerThanLeaseRunsNothingTwice(t *testing.T) {
 	for _, c := range calls {
 		ran = append(ran, fmt.Sprintf("job %d attempt %d", c.id, c.attempt))
 	}
-	if len(calls) != 2 || calls[0].id != live.ID || calls[1].id != dead.ID || calls[1].attempt != 2 {
-		t.Fatalf("handler calls %v; want the live job's (%d) once, then the dead worker's job (%d) on attempt 2", ran, live.ID, dead.ID)
+	byJob := map[int64]call{}
+	for _, c := range calls {
+		byJob[c.id] = c
+	}
+	if len(calls) != 3 || calls[0].id != live.ID || byJob[dead.ID].attempt != 2 || byJob[fresh.ID].attempt != 1 {
+		t.Fatalf("handler calls %v; want the live job's (%d) once, then the dead worker's job (%d) on attempt 2 and the job enqueued during the cut (%d) once",
+			ran, live.ID, dead.ID, fresh.ID)
+	}
+	var claimedAfter bool
+	if err := b.db.QueryRow(ctx, `SELECT (SELECT started_at FROM outage_job WHERE id = $1) > (SELECT processed_at FROM outage_job WHERE id = $2)`,
+		fresh.ID, live.ID).Scan(&claimedAfter); err != nil {
+		t.Fatal(err)
+	}
+	if !claimedAfter {
+		t.Errorf("the job enqueued during the cut was claimed before the waiting outcome was written")
 	}
 	// The rescue came after the quiet period, counted from the heal at the earliest, and within the
 	// documented bound (quiet + 3 RescueIntervals), plus a second for a loaded machine.
-	after := calls[1].at.Sub(healed)
+	after := byJob[dead.ID].at.Sub(healed)
 	t.Logf("the dead worker's job ran again %v after the heal", after)
 	if after < quiet || after > quiet+3*rescue+time.Second {
 		t.Errorf("the dead worker's job ran again %v after the heal; want after the quiet period %v, within %v", after, quiet, quiet+3*rescue+time.Second)
 	}
-	if st := d.Stats(); st.Rescued != 1 || st.StaleFinishes != 0 || st.Processed != 2 {
-		t.Errorf("stats %+v; want 1 rescued, 2 processed, no stale finish", st)
+	if st := d.Stats(); st.Rescued != 1 || st.StaleFinishes != 0 || st.Processed != 3 {
+		t.Errorf("stats %+v; want 1 rescued, 3 processed, no stale finish", st)
 	}
 }
 
