@@ -119,6 +119,10 @@ func TestFault18WorkerKilledDuringOutage(t *testing.T) {
 	load := e.startLoad(100, 20)
 	time.Sleep(pgfWarmUp)
 	b0 := time.Now()
+	var leader string
+	if err := e.db.QueryRow(ctx, `SELECT holder FROM jobpipe_leaders WHERE name = $1`, "rescue:"+mpKindName).Scan(&leader); err != nil || leader != victim.Name {
+		t.Fatalf("the keyed kind's rescue lease is held by %q (%v); want the victim, which started first", leader, err)
+	}
 
 	var killedAt time.Time
 	down, up := e.outage(t, pgoOutage, func() {
