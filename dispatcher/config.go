@@ -52,7 +52,9 @@ type Config struct {
 	// its own (jobinfo.Concurrency). Default 100.
 	Concurrency int
 	// LeaseTTL is how long a claim stays valid without a heartbeat: the row's lease and the execution
-	// lock both expire after it. A worker that dies holds its job this long at most. Default 30 s.
+	// lock both expire after it, and a worker that dies holds its jobs until then and the rescuer's next
+	// round. Time in which the database could not be reached does not count against a live worker:
+	// see RescueInterval. Default 30 s.
 	LeaseTTL time.Duration
 	// HeartbeatInterval is how often running jobs extend their lease. Default LeaseTTL/3.
 	HeartbeatInterval time.Duration
@@ -73,7 +75,11 @@ type Config struct {
 	// ClaimBatch is the most jobs one claim statement takes. Default 100.
 	ClaimBatch int
 	// RescueInterval is how often the elected leader looks for expired leases. Default LeaseTTL/3,
-	// at most 5 s.
+	// at most 5 s. A lease is never rescued because of time in which its worker could not reach the
+	// database: the leader rescues only once its own statements have reached the database without a
+	// failure, and the server has been up, for 2 x HeartbeatInterval + 1 s, which lets live workers
+	// write their waiting outcomes and renew their leases first. After an outage, jobs of workers that
+	// died are rescued within that plus 3 x RescueInterval of the database answering again.
 	RescueInterval time.Duration
 	// LeaderTTL is how long the maintenance leadership lasts without renewal. Default 15 s, or three
 	// RescueIntervals when that is longer.

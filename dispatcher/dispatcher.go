@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -45,6 +46,11 @@ type Dispatcher struct {
 	jobsCtx    context.Context         // parent of every job's context
 	cancelJobs context.CancelCauseFunc // cancels running jobs at Stop's deadline
 	workers    sync.WaitGroup          // running jobs
+	// stopDeadline is closed when Stop's deadline passes: outcomes the database has not taken by then are given up.
+	stopDeadline chan struct{}
+	// unreachableAt is when a statement of this dispatcher last failed to reach the database (Unix
+	// nanoseconds; see reach.go).
+	unreachableAt atomic.Int64
 }
 
 // New checks cfg and returns a Dispatcher. It does not connect; Start does.
@@ -54,7 +60,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, err
 	}
 	d := &Dispatcher{cfg: cfg, logger: cfg.Logger, kinds: map[string]*kindRunner{}, txConns: newConnBudget(cfg.TxHandlerConns),
-		lockWake: make(chan struct{}, 1)}
+		lockWake: make(chan struct{}, 1), stopDeadline: make(chan struct{})}
 	if len(cfg.Redis) > 0 {
 		locker, err := execlock.New(&execlock.Config{Nodes: cfg.Redis, Prefix: cfg.RedisPrefix,
 			ExecTTL: cfg.LeaseTTL, QueueTTL: cfg.LeaseTTL, NodeName: cfg.NodeName, DisablePipelining: cfg.DisableLockPipelining})
@@ -155,7 +161,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // cancels the rest (their context's cause is ErrShutdown) and waits for them to return, records every
 // outcome, gives up leadership and releases every lock. A handler that has not returned
 // Config.HandlerGrace after its context was cancelled is abandoned: its job goes back to wait, and Stop
-// returns without waiting for its goroutine.
+// returns without waiting for its goroutine. Outcomes the database has not taken when ctx is done (it
+// cannot be reached) are given up: their jobs are rescued once their leases expire.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	if d.state != stateRunning {
@@ -167,6 +174,15 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 
 	d.stopLoops()
 	d.loops.Wait()
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			close(d.stopDeadline)
+		case <-stopped:
+		}
+	}()
 	workersDone := make(chan struct{})
 	go func() {
 		d.workers.Wait()

@@ -77,32 +77,74 @@ func (f *finisher) run() {
 	}
 }
 
-// flush writes a batch, retrying while the database is unreachable for up to a lease: past that the
-// rows' leases have expired and the rescuer owns them.
+// flush writes a batch. While the database cannot be reached it retries, at least every second,
+// until the database answers or Stop's deadline passes: the rows' leases may run out on the
+// database's clock meanwhile, but the rescuer leaves them to this dispatcher once it is back (see
+// reach.go). An error the database answered with is retried for up to a lease, then given up: the
+// rescuer will retry those jobs.
 func (f *finisher) flush(batch []finishReq) {
 	k := f.k
-	deadline := time.Now().Add(k.d.cfg.LeaseTTL)
+	answered := time.Now().Add(k.d.cfg.LeaseTTL) // the bound for errors the database answered with
 	wait := 50 * time.Millisecond
+	var failing time.Time // since the first failure, if any
+	var warned time.Time
+	defer func() {
+		if !failing.IsZero() {
+			k.behind.Add(-1)
+			k.signal() // claims may resume
+		}
+	}()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), k.d.cfg.LeaseTTL)
 		held, err := k.runFinish(ctx, k.d.db, batch)
 		cancel()
 		if err == nil {
+			if !failing.IsZero() {
+				k.d.logger.Info("dispatcher: outcomes recorded after the database failed", "kind", k.info.Name, "jobs", len(batch), "failing for", time.Since(failing).Round(time.Millisecond))
+			}
 			for _, r := range batch {
 				r.held <- held[r.id]
 			}
 			return
 		}
-		if time.Now().Add(wait).After(deadline) {
-			k.d.logger.Error("dispatcher: recording outcomes failed; the rescuer will retry these jobs", "kind", k.info.Name, "jobs", len(batch), "err", err)
+		k.d.noteReach(err)
+		if failing.IsZero() {
+			failing = time.Now()
+			k.behind.Add(1)
+		}
+		reason := ""
+		switch {
+		case !unreachable(err) && time.Now().Add(wait).After(answered):
+			reason = "the database refused them"
+		case f.pastStopDeadline():
+			reason = "Stop's deadline passed"
+		}
+		if reason != "" {
+			k.d.logger.Error("dispatcher: recording outcomes failed; the rescuer will retry these jobs", "kind", k.info.Name, "jobs", len(batch), "why", reason, "err", err)
 			for _, r := range batch {
 				r.held <- false
 			}
 			return
 		}
-		k.d.logger.Warn("dispatcher: recording outcomes failed; retrying", "kind", k.info.Name, "err", err)
-		time.Sleep(wait)
+		if time.Since(warned) >= time.Minute {
+			warned = time.Now()
+			k.d.logger.Warn("dispatcher: recording outcomes failed; retrying", "kind", k.info.Name, "jobs", len(batch), "failing for", time.Since(failing).Round(time.Millisecond), "err", err)
+		}
+		select {
+		case <-time.After(wait):
+		case <-k.d.stopDeadline:
+		}
 		wait = min(2*wait, time.Second)
+	}
+}
+
+// pastStopDeadline reports whether Stop's deadline has passed.
+func (f *finisher) pastStopDeadline() bool {
+	select {
+	case <-f.k.d.stopDeadline:
+		return true
+	default:
+		return false
 	}
 }
 

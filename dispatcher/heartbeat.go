@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +31,8 @@ type running struct {
 
 	lostMu sync.Mutex // guards lost only, so the watchdog never waits behind a slow heartbeat
 	lost   error
+	// behind is set while the last renewal could not reach the database; it counts in k.behind.
+	behind atomic.Bool
 	stop   chan struct{}
 	done   chan struct{}
 }
@@ -60,8 +64,22 @@ func (r *running) lose(cause error) error {
 		r.lost = fmt.Errorf("%w: %w", ErrLeaseLost, cause)
 		r.k.d.stats.leasesLost.Add(1)
 		r.cancel(r.lost)
+		r.setBehind(false) // nothing left to renew
 	}
 	return r.lost
+}
+
+// setBehind records whether the lease's renewal waits for the database.
+func (r *running) setBehind(behind bool) {
+	if !r.behind.CompareAndSwap(!behind, behind) {
+		return
+	}
+	if behind {
+		r.k.behind.Add(1)
+	} else {
+		r.k.behind.Add(-1)
+		r.k.signal() // claims may resume
+	}
 }
 
 func (r *running) lostErr() error {
@@ -91,8 +109,13 @@ func (r *running) heartbeat(ctx context.Context) error {
 		return r.lose(errors.New("the row's token changed: the job was taken back"))
 	case err != nil:
 		// The database did not answer: the lease may still hold, and the watchdog decides.
+		r.k.d.noteReach(err)
+		if unreachable(err) {
+			r.setBehind(true)
+		}
 		return fmt.Errorf("dispatcher: renewing the lease of %s job %d: %w", r.k.info.Name, r.id, err)
 	}
+	r.setBehind(false)
 	if r.lock != nil {
 		if err := r.lock.Extend(ctx); err != nil {
 			return r.lose(err)
@@ -103,24 +126,38 @@ func (r *running) heartbeat(ctx context.Context) error {
 	return nil
 }
 
-// beat runs the automatic heartbeats until stopped.
+// beat runs the automatic heartbeats until stopped. After a renewal that could not reach the
+// database it tries again within a second rather than a HeartbeatInterval, so that the lease is
+// renewed soon after the database is back, before the kind claims again (see reach.go).
 func (r *running) beat() {
 	defer close(r.done)
-	t := time.NewTicker(r.k.d.cfg.HeartbeatInterval)
+	every := r.k.d.cfg.HeartbeatInterval
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-r.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), r.k.d.cfg.HeartbeatInterval)
+			wasBehind := r.behind.Load()
+			ctx, cancel := context.WithTimeout(context.Background(), every)
 			err := r.heartbeat(ctx)
 			cancel()
 			if errors.Is(err, ErrLeaseLost) {
+				r.setBehind(false)
 				return
 			}
 			if err != nil {
-				r.k.d.logger.Warn("dispatcher: heartbeat failed", "kind", r.k.info.Name, "id", r.id, "err", err)
+				level := slog.LevelWarn
+				if wasBehind {
+					level = slog.LevelDebug // warned at the first failure already
+				}
+				r.k.d.logger.Log(context.Background(), level, "dispatcher: heartbeat failed", "kind", r.k.info.Name, "id", r.id, "err", err)
+			}
+			if r.behind.Load() {
+				t.Reset(min(every, time.Second))
+			} else {
+				t.Reset(every)
 			}
 		}
 	}
@@ -137,6 +174,7 @@ func (r *running) finish() error {
 	r.mu.Lock()
 	r.watchdog.Stop()
 	r.ended = true
+	r.setBehind(false)
 	r.mu.Unlock()
 	return r.lostErr()
 }

@@ -34,7 +34,9 @@ RETURNING holder`
 // that stalls past its lease is replaced, and what it does on waking is harmless: the rescue only
 // touches rows whose lease has expired by the database's clock, and bumps their token so stale
 // writers are fenced; a prune re-checks each row it deletes; a schedule round locks the schedule's row.
+// The leader rescues only once this node has reached the database for a while (the gate: reach.go).
 func (d *Dispatcher) lead(ctx context.Context) {
+	gate := newRescueGate(d.cfg.rescueQuiet(), time.Now())
 	pruning := d.pruneLeases()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -54,7 +56,7 @@ func (d *Dispatcher) lead(ctx context.Context) {
 		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.LeaderTTL)
 		for name, k := range d.kinds {
 			leading[name] = d.takeLead(round, rescueLease(name), leading[name])
-			if leading[name] {
+			if leading[name] && gate.open(time.Now(), d.unreachableAt.Load()) {
 				d.rescueKind(round, k)
 			}
 			if p := pruning[name]; p != nil {
@@ -83,10 +85,17 @@ func (d *Dispatcher) lead(ctx context.Context) {
 
 func (d *Dispatcher) takeLead(ctx context.Context, lease string, was bool) bool {
 	var holder string
+	sent := time.Now()
 	err := d.db.QueryRow(ctx, takeLeadSQL, lease, d.cfg.NodeName, d.cfg.LeaderTTL.Seconds()).Scan(&holder)
 	leading := err == nil
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
-		d.logger.Warn("dispatcher: leader election failed", "lease", lease, "err", err)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		d.noteReach(err)
+		if ctx.Err() == nil {
+			d.logger.Warn("dispatcher: leader election failed", "lease", lease, "err", err)
+		}
+	} else if time.Since(sent) > d.cfg.HeartbeatInterval {
+		// Answered, but after renewals sent meanwhile timed out: as good as unreachable (reach.go).
+		d.unreachableAt.Store(time.Now().UnixNano())
 	}
 	if leading != was {
 		d.logger.Info("dispatcher: leadership changed", "lease", lease, "node", d.cfg.NodeName, "leading", leading)
@@ -111,8 +120,9 @@ func (k *kindRunner) rescue(ctx context.Context) (int, error) {
 	for i := range delays {
 		delays[i] = k.info.Backoff.Delay(i + 1).Seconds()
 	}
-	rows, err := k.d.db.Query(ctx, k.sql.rescue, k.info.MaxAttempts, delays)
+	rows, err := k.d.db.Query(ctx, k.sql.rescue, k.info.MaxAttempts, delays, k.d.cfg.rescueQuiet().Seconds())
 	if err != nil {
+		k.d.noteReach(err)
 		return 0, err
 	}
 	defer rows.Close()

@@ -290,7 +290,7 @@ func (d *Dispatcher) reportLockWait(ctx context.Context, w *kindLockWatch, answe
 	defer cancel()
 	name := w.k.info.Name
 	var due int64
-	if qerr := d.cfg.DB.QueryRow(wctx, w.k.sql.countDue).Scan(&due); qerr != nil {
+	if qerr := d.db.QueryRow(wctx, w.k.sql.countDue).Scan(&due); qerr != nil {
 		due = -1
 		d.logger.Warn("dispatcher: counting a kind's due jobs failed", "kind", name, "err", qerr)
 	}
@@ -301,7 +301,7 @@ func (d *Dispatcher) reportLockWait(ctx context.Context, w *kindLockWatch, answe
 		status = err.Error()
 	}
 	// Recorded before it is logged, so that whoever reads the log finds it in the table too.
-	if _, werr := d.cfg.DB.Exec(wctx, saveLockWaitSQL, name, d.cfg.NodeName, w.since, status); werr != nil {
+	if _, werr := d.db.Exec(wctx, saveLockWaitSQL, name, d.cfg.NodeName, w.since, status); werr != nil {
 		d.logger.Warn("dispatcher: recording a kind's wait for Redis lock nodes in jobpipe_lock_waits failed", "kind", name, "err", werr)
 	}
 	d.logger.Warn(msg, "kind", name, "since", w.since, "for", time.Since(w.since).Round(time.Second),
@@ -316,7 +316,7 @@ func (d *Dispatcher) endLockWait(w *kindLockWatch, how string) {
 	name := w.k.info.Name
 	ctx, cancel := context.WithTimeout(context.Background(), lockWaitWrite)
 	defer cancel()
-	if _, err := d.cfg.DB.Exec(ctx, deleteLockWaitSQL, name, d.cfg.NodeName); err != nil {
+	if _, err := d.db.Exec(ctx, deleteLockWaitSQL, name, d.cfg.NodeName); err != nil {
 		d.logger.Warn("dispatcher: removing a kind's wait for Redis lock nodes from jobpipe_lock_waits failed", "kind", name, "err", err)
 	}
 	w.k.observeLockWait(false)

@@ -71,8 +71,12 @@ const claimLinger = time.Millisecond
 
 // nextClaim is how many jobs the kind claims next: as many as it has free workers for, up to a full
 // claim, after waiting for a full claim's worth while it has a backlog (see linger); 0 when it may
-// claim none.
+// claim none, as while outcomes or lease renewals of the kind wait for the database (k.behind):
+// once it answers again they go first.
 func (k *kindRunner) nextClaim(ctx context.Context, timer *time.Timer) int {
+	if k.behind.Load() > 0 {
+		return 0
+	}
 	free := k.freeWorkers()
 	if free > 0 && k.claimWasFull && free < k.fullClaim() {
 		// The count may fall meanwhile, to 0 or below: handlers that return during the wait move their

@@ -55,7 +55,9 @@ type kindSQL struct {
 	extend string
 	// nextDue is the earliest future process_after of a waiting job.
 	nextDue string
-	// rescue takes back up to 1000 expired leases; $1 max attempts, $2 retry delays by attempt.
+	// rescue takes back up to 1000 expired leases; $1 max attempts, $2 retry delays by attempt. It
+	// takes none until the server has been up for $3 seconds (Config.rescueQuiet): leases that ran
+	// out while it was down are their workers' to renew first (see reach.go).
 	rescue string
 }
 
@@ -101,6 +103,7 @@ WHERE t.id = $1 AND t.lock_token = $2 AND %s RETURNING t.id`, table, stillRunnin
 		finish:       finishSQL(info, table),
 		rescue: fmt.Sprintf(`WITH expired AS (
 	SELECT t.id FROM %[1]s t WHERE t.lease_expires_at < now() AND t.processed_at IS NULL AND t.failed_at IS NULL
+		AND pg_postmaster_start_time() < now() - make_interval(secs => $3)
 	ORDER BY t.lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED)
 UPDATE %[1]s t SET lease_expires_at = NULL, lease_owner = NULL, lock_slot = NULL, lock_token = t.lock_token + 1,
 	updated_at = now(),

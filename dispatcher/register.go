@@ -47,6 +47,9 @@ type kindRunner struct {
 	// hold no slot of sem, and produce claims no more while maxFinishing are pending, so claims never
 	// run far ahead of the finisher.
 	finishing atomic.Int64
+	// behind counts outcome batches and running leases whose last write could not reach the
+	// database: the kind claims nothing until they are written (see reach.go).
+	behind atomic.Int64
 
 	// claimWasFull is set by the producer: its last claim got all it asked for, so the kind has a
 	// backlog (see produce, linger and plainClaimFrom).

@@ -6,6 +6,7 @@ package integration_test
 // after every such fault: nothing lost or stuck, every re-run explained by the audit.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -76,6 +77,9 @@ type pgfEnv struct {
 	plain   *jobinfo.Kind[mpPlainJob]
 	ledger  *pgxpool.Pool // where the workers write the ledger: e.db, or a schema on a second private cluster
 	workers []*mpWorker
+
+	opts      pgfOptions
+	ledgerURL string // the workers' JPW_LEDGER_URL
 }
 
 // pgfOptions choose a scenario's setup.
@@ -83,7 +87,10 @@ type pgfOptions struct {
 	settings        map[string]string // the private cluster's extra settings
 	ledgerElsewhere bool              // the ledger on a second private cluster, which the faults do not touch
 	workers         int
+	later           int // more workers the scenario starts itself (startWorker), reserved with the others
 	concurrency     int
+	leaseTTL        time.Duration           // the workers' LeaseTTL; 0: pgfLeaseTTL
+	tune            func(*mpWorkerSettings) // adjusts every worker's settings; nil: none
 }
 
 // newPGFEnv starts the private cluster, a Redis node, the schema and kinds, and the worker processes
@@ -91,11 +98,11 @@ type pgfOptions struct {
 // ready.
 func newPGFEnv(t *testing.T, o pgfOptions) *pgfEnv {
 	t.Helper()
-	mpReserve(t, o.workers)
+	mpReserve(t, o.workers+o.later)
 	pg := testenv.StartPostgres(t, o.settings)
 	nodes := testenv.StartRedisNodes(t, 1)
 	addrs, clients := mpNodeAddrs(nodes)
-	e := &pgfEnv{pg: pg, mpEnv: newMPEnvIn(t, testenv.NewSchemaOn(t, pg.URL), pgfRetryDelay, addrs, clients, "jpf:")}
+	e := &pgfEnv{pg: pg, mpEnv: newMPEnvIn(t, testenv.NewSchemaOn(t, pg.URL), pgfRetryDelay, addrs, clients, "jpf:"), opts: o}
 	e.plain = e.addPlainKind(t, pgfPlainKind, pgfRetryDelay)
 	installAudit(t, e.db, e.schema.Name, mpKindName)
 	installAudit(t, e.db, e.schema.Name, pgfPlainKind)
@@ -110,16 +117,30 @@ func newPGFEnv(t *testing.T, o pgfOptions) *pgfEnv {
 		}
 		ledgerURL, e.ledger = l.URL, l.Pool
 	}
+	e.ledgerURL = ledgerURL
 	for i := range o.workers {
-		s := e.worker(fmt.Sprintf("pgw%d", i))
-		s.DatabaseURL = pgfWithParam(t, e.schema.URL, "application_name", pgfWorkerApp)
-		s.SleepMin, s.SleepMax = time.Millisecond, 3*time.Millisecond
-		s.LeaseTTL, s.RescueInterval, s.RetryDelay, s.Concurrency = pgfLeaseTTL, time.Second, pgfRetryDelay, o.concurrency
-		s.Extra = map[string]string{mpEnvPlainKind: pgfPlainKind, pgfEnvLedgerURL: ledgerURL}
-		e.workers = append(e.workers, mpStartWorker(t, s))
+		e.workers = append(e.workers, e.startWorker(t, fmt.Sprintf("pgw%d", i)))
 	}
 	mpWaitReady(t, 60*time.Second, e.workers...)
 	return e
+}
+
+// startWorker starts a worker process named node, working both kinds with the scenario's settings
+// and then tune's, without waiting until it is ready.
+func (e *pgfEnv) startWorker(t *testing.T, node string, tune ...func(*mpWorkerSettings)) *mpWorker {
+	t.Helper()
+	s := e.worker(node)
+	s.DatabaseURL = pgfWithParam(t, e.schema.URL, "application_name", pgfWorkerApp)
+	s.SleepMin, s.SleepMax = time.Millisecond, 3*time.Millisecond
+	s.LeaseTTL, s.RescueInterval, s.RetryDelay, s.Concurrency = cmp.Or(e.opts.leaseTTL, pgfLeaseTTL), time.Second, pgfRetryDelay, e.opts.concurrency
+	s.Extra = map[string]string{mpEnvPlainKind: pgfPlainKind, pgfEnvLedgerURL: e.ledgerURL}
+	if e.opts.tune != nil {
+		e.opts.tune(&s)
+	}
+	for _, f := range tune {
+		f(&s)
+	}
+	return mpStartWorker(t, s)
 }
 
 // pgfWithParam returns the connection URL u with the query parameter key set to value.
