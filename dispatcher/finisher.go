@@ -88,8 +88,11 @@ func (f *finisher) flush(batch []finishReq) {
 	wait := 50 * time.Millisecond
 	var failing time.Time // since the first failure, if any
 	var warned time.Time
+	// A batch that fails twice holds the kind's claims back until it is written (see producer.go); one
+	// failure is most often a single lost connection, retried at once.
+	holding := false
 	defer func() {
-		if !failing.IsZero() {
+		if holding {
 			k.behind.Add(-1)
 			k.signal() // claims may resume
 		}
@@ -110,6 +113,8 @@ func (f *finisher) flush(batch []finishReq) {
 		k.d.noteReach(err)
 		if failing.IsZero() {
 			failing = time.Now()
+		} else if !holding && unreachable(err) {
+			holding = true
 			k.behind.Add(1)
 		}
 		reason := ""

@@ -31,7 +31,10 @@ type running struct {
 
 	lostMu sync.Mutex // guards lost only, so the watchdog never waits behind a slow heartbeat
 	lost   error
-	// behind is set while the last renewal could not reach the database; it counts in k.behind.
+	// failed is set while the last renewal could not reach the database, and behind once the one
+	// after it could not either: a single lost connection is retried at once, but a database that
+	// stays away holds the kind's claims back (behind counts in k.behind; see producer.go).
+	failed atomic.Bool
 	behind atomic.Bool
 	stop   chan struct{}
 	done   chan struct{}
@@ -110,11 +113,12 @@ func (r *running) heartbeat(ctx context.Context) error {
 	case err != nil:
 		// The database did not answer: the lease may still hold, and the watchdog decides.
 		r.k.d.noteReach(err)
-		if unreachable(err) {
+		if unreachable(err) && r.failed.Swap(true) {
 			r.setBehind(true)
 		}
 		return fmt.Errorf("dispatcher: renewing the lease of %s job %d: %w", r.k.info.Name, r.id, err)
 	}
+	r.failed.Store(false)
 	r.setBehind(false)
 	if r.lock != nil {
 		if err := r.lock.Extend(ctx); err != nil {
@@ -139,7 +143,7 @@ func (r *running) beat() {
 		case <-r.stop:
 			return
 		case <-t.C:
-			wasBehind := r.behind.Load()
+			wasBehind := r.failed.Load()
 			ctx, cancel := context.WithTimeout(context.Background(), every)
 			err := r.heartbeat(ctx)
 			cancel()
@@ -154,7 +158,7 @@ func (r *running) beat() {
 				}
 				r.k.d.logger.Log(context.Background(), level, "dispatcher: heartbeat failed", "kind", r.k.info.Name, "id", r.id, "err", err)
 			}
-			if r.behind.Load() {
+			if r.failed.Load() {
 				t.Reset(min(every, time.Second))
 			} else {
 				t.Reset(every)

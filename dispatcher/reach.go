@@ -14,7 +14,9 @@ import (
 // database's clock; rescued the moment the database is back, their jobs would run again although
 // their workers are alive and their outcomes decided. So:
 //   - a worker retries its outcomes for as long as the database does not answer (until Stop's
-//     deadline), and claims nothing while outcomes or lease renewals of a kind wait for the database;
+//     deadline), and claims nothing while outcomes or lease renewals of a kind wait for the database
+//     (once they failed twice in a row: one failure is most often a single lost connection, and
+//     holding claims back for it would stall the kind whenever a connection is lost);
 //   - a node rescues only once its own statements have reached the database without a failure for
 //     rescueQuiet, counted from the later of its Start and the first statement that worked after its
 //     last failure (rescueGate), and only once the server has been up for rescueQuiet
