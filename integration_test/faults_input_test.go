@@ -424,11 +424,11 @@ func (f *faultInput) feedUnknownKinds() {
 	ctx := context.Background()
 	const unknown = `limits: unknown kind "nosuch": it is not in jobpipe_kinds; a kind is recorded when a dispatcher registers it (or by jobinfo's Register); ` +
 		"`jobpipe kinds` lists the registered ones"
-	f.refuseCLI(1, "jobpipe: "+unknown, append([]string{"enqueue", "nosuch", "--data", `{"id": 1}`}, f.db()...)...)
-	f.refuseCLI(1, "jobpipe: "+unknown, append([]string{"jobs", "list", "nosuch"}, f.db()...)...)
-	f.refuseCLI(1, "jobpipe: "+unknown, append([]string{"jobs", "retry", "nosuch", "1"}, f.db()...)...)
-	f.refuseCLI(1, "jobpipe: "+faultUnknownLimits("nosuch"), append([]string{"limit", "set", "nosuch", "3"}, f.db()...)...)
-	f.refuseCLI(1, "jobpipe: "+faultUnknownLimits("nosuch"), append([]string{"pause", "nosuch"}, f.db()...)...)
+	f.refuseCLI(1, faultUnknownCLI("enqueue", "nosuch"), append([]string{"enqueue", "nosuch", "--data", `{"id": 1}`}, f.db()...)...)
+	f.refuseCLI(1, faultUnknownCLI("jobs list", "nosuch"), append([]string{"jobs", "list", "nosuch"}, f.db()...)...)
+	f.refuseCLI(1, faultUnknownCLI("jobs retry", "nosuch"), append([]string{"jobs", "retry", "nosuch", "1"}, f.db()...)...)
+	f.refuseCLI(1, faultUnknownCLI("limit set", "nosuch"), append([]string{"limit", "set", "nosuch", "3"}, f.db()...)...)
+	f.refuseCLI(1, faultUnknownCLI("pause", "nosuch"), append([]string{"pause", "nosuch"}, f.db()...)...)
 	_, err := admin.LoadKind(ctx, f.e.db, "nosuch")
 	f.refuse("admin.LoadKind(nosuch)", err, unknown)
 	f.refuse("limits.SetMaxRunning(nosuch)", limits.SetMaxRunning(ctx, f.e.db, "nosuch", 3), faultUnknownLimits("nosuch"))
@@ -443,6 +443,13 @@ func (f *faultInput) feedUnknownKinds() {
 }
 
 // faultUnknownLimits is package limits' error for an unknown kind.
+// faultUnknownCLI is the command line's refusal of an unknown kind by command cmd, when no registered
+// kind is close enough to suggest.
+func faultUnknownCLI(cmd, kind string) string {
+	return fmt.Sprintf("jobpipe %s: unknown kind %q: no kind of that name is registered; a dispatcher registers its kinds when it starts, "+
+		"and a migration written by `jobpipe kind new` registers its kind when applied (`jobpipe kinds` lists them)", cmd, kind)
+}
+
 func faultUnknownLimits(kind string) string {
 	return fmt.Sprintf(`limits: unknown kind %q: it is not in jobpipe_kinds; a kind is registered when a dispatcher starts with it `+
 		`or when the migration that creates its table (jobpipe kind new) is applied`, kind)
@@ -550,14 +557,10 @@ func (f *faultInput) feedHostileIdentifiers() {
 		fmt.Sprintf(`jobinfo: column name %q is not allowed`+allowed, `c"; DROP TABLE y; --`),
 		`jobinfo: column type "serial" is not supported: use one of ` + strings.Join(jobinfo.ColumnTypes(), ", ") + `, varchar(n), numeric(p,s) (column "ok")`,
 	}, "\n"), "kind", "new", faultHostile, "--table", "ジョブ", "--field", `c"; DROP TABLE y; --:text`, "--field", "ok:serial")
-	unknown := func(kind string) string {
-		return fmt.Sprintf(`jobpipe: limits: unknown kind %q: it is not in jobpipe_kinds; a kind is recorded when a dispatcher registers it (or by jobinfo's Register); `+
-			"`jobpipe kinds` lists the registered ones", kind)
-	}
 	for _, name := range []string{faultHostile, "ジョブ", long} {
-		f.refuseCLI(1, unknown(name), append([]string{"enqueue", name, "--data", `{"id": 1}`}, f.db()...)...)
-		f.refuseCLI(1, unknown(name), append([]string{"jobs", "list", name}, f.db()...)...)
-		f.refuseCLI(1, "jobpipe: "+faultUnknownLimits(name), append([]string{"limit", "set", name, "1"}, f.db()...)...)
+		f.refuseCLI(1, faultUnknownCLI("enqueue", name), append([]string{"enqueue", name, "--data", `{"id": 1}`}, f.db()...)...)
+		f.refuseCLI(1, faultUnknownCLI("jobs list", name), append([]string{"jobs", "list", name}, f.db()...)...)
+		f.refuseCLI(1, faultUnknownCLI("limit set", name), append([]string{"limit", "set", name, "1"}, f.db()...)...)
 	}
 	k, err := admin.LoadKind(ctx, f.e.db, faultInputKind)
 	if err != nil {
