@@ -137,9 +137,9 @@ func (k *kindRunner) claimedPlain(from int64, claims []*claimed, at time.Time) {
 // every statement, and PostgreSQL plans a prepared statement afresh for each execution (a custom
 // plan) unless it judges its generic plan as cheap. It never does for the heads statements, whose
 // LIMITs are parameters: it prices a generic plan as if each limit took a tenth of the table. The
-// plan is the same either way (an ordered walk of the waiting-jobs index, a probe per key), and
-// planning it each pass cost the database's CPU: side by side, unique ran 3 to 9% faster with the
-// heads planned once (7,662 / 7,380 / 7,517 jobs/s against 7,034 / 6,852 / 7,299).
+// plan is the same either way (an ordered walk of the waiting-jobs index, a probe per key), so
+// planning it each pass only spends the database's CPU (docs/benchmarks.md, "Claim pass: heads
+// planned once").
 // TestKeyedHeadsGenericPlansNeverReadTheTable checks their generic plans at a kind's first jobs and
 // at 100,000, and TestKeyedClaimPlansItsHeadsOnce which statements get which plans.
 //
@@ -199,8 +199,8 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx *claimTx, n, keyLimit in
 // for 100 round trips. Without pipelining, more at once only queue for the client's connections
 // (BenchmarkJobLockCycle: 128 at once did fewer cycles than 16). By default (unless
 // Config.DisableLockPipelining) the Locker pipelines the commands of concurrent calls, so the locks
-// of a whole pass share a few round trips: with 16 at a time, a pass of 65 keys waited for four in
-// turn (unique: 4,039 jobs/s against 4,648 with every key at once).
+// of a whole pass share a few round trips, and a small limit would only make a pass wait for several
+// of them in turn (docs/benchmarks.md, "Queue locks per pass").
 const (
 	lockParallelism          = 16
 	pipelinedLockParallelism = 128
@@ -415,9 +415,8 @@ const claimSavepoint = "jobpipe_claim"
 
 // claimBatch runs one claim inside a savepoint, so that a refused claim does not abort tx. The
 // session's plan mode (plansAsSession), the savepoint, the claim, the savepoint's release and, when
-// commit is set, the transaction's COMMIT go in one round trip (a pgx batch, pipelined): sent one
-// after another they took three, 1.4 of a keyed pass's 12 ms under unique's load, and the COMMIT
-// another 0.45 of 7.3. When the claim fails, tx is rolled back to the savepoint, in a second round
+// commit is set, the transaction's COMMIT go in one round trip (a pgx batch, pipelined) rather than
+// four, each of which the pass would wait for with its row locks held. When the claim fails, tx is rolled back to the savepoint, in a second round
 // trip, and stays open.
 func (k *kindRunner) claimBatch(ctx context.Context, tx *claimTx, ids []int64, slots []int32, firsts []int64, commit bool) ([]*claimed, error) {
 	b := &pgx.Batch{}

@@ -43,8 +43,8 @@ type Config struct {
 	// DisableLockPipelining sends each lock command on a round trip of its own
 	// (execlock.Config.DisablePipelining). By default the lock commands of all this dispatcher's
 	// claims and workers go to each node in automatic pipelines: the queue locks of a claim pass
-	// share a round trip or two, and keyed kinds run 30-60% more jobs/s on 2 cores
-	// (docs/benchmarks.md).
+	// share a round trip or two, which makes keyed kinds markedly faster under load
+	// (docs/benchmarks.md, "Lock pipelining").
 	DisableLockPipelining bool
 	// NodeName names this dispatcher in leases, locks and logs. Default hostname:pid.
 	NodeName string

@@ -31,9 +31,9 @@ const headWalk = 4
 const walkMargin = 1.5
 
 // walkSlack is how many jobs a learned walk looks at beyond walkMargin's share, for passes that want
-// few jobs. It was 100, which made a pass wanting 60 heads of 60 distinct keys walk 190 jobs to
-// return 60 (unique: the walk took 3.5 to 4.9 ms a pass, 3.0 to 3.6 ms at 20, and the rate rose from
-// 5,751 and 4,201 to 6,264 and 5,160 jobs/s side by side). A walk that falls short is repeated at
+// few jobs. A large slack makes a pass that wants few heads of distinct keys walk several times the
+// jobs it returns, and every job walked costs the same (docs/benchmarks.md, "Claim pass: walk and key
+// scan"). A walk that falls short is repeated at
 // the widest, so a smaller slack costs a second statement only when the backlog turned less
 // fruitful than walkMargin allows for.
 const walkSlack = 20
@@ -42,8 +42,8 @@ const walkSlack = 20
 // its fast walk must look to find them.
 //
 // Every job a walk passes costs the same whether it turns out a head or not (its key's state is read,
-// the row is fetched and sorted), so a walk of headWalk×n+100 jobs where n+100 would do costs four
-// times what it must: 15 ms instead of 6 ms in a pass choosing 1,000 heads among 100,000 keys.
+// the row is fetched and sorted), so a walk of headWalk×n+100 jobs where n+100 would do costs several
+// times what it must.
 // The picker sizes each walk by how many jobs the last one passed per head it offered. A walk that
 // falls short while there is more to walk is repeated at the widest before the key scan, whose
 // cost grows with the number of keys, is tried.
@@ -58,10 +58,9 @@ type headPicker struct {
 
 // scanStreak is how many passes after one whose walks found less than half its heads skip the walk
 // and run only the key scan. Such a backlog's front is held by keys at their limit (their jobs are
-// not heads), and the walk there only adds its cost to the scan's: with slots' 1 s handlers in a fast
-// hour, most passes ran both. The scan alone finds the same heads (every key's first heads, the first
-// n of them in the kind's order). Side by side on 100,000 jobs, slots did 6,693 / 6,577 / 5,609 /
-// 6,763 / 6,640 / 6,158 jobs/s against 6,324 / 5,777 / 5,940 / 5,634 / 5,882 / 5,839. Every
+// not heads), and the walk there only adds its cost to the scan's. The scan alone finds the same
+// heads (every key's first heads, the first n of them in the kind's order), and running it alone
+// there pays (docs/benchmarks.md, "Claim pass: walk and key scan"). Every
 // scanStreak+1-th pass walks again, so a front that has cleared goes back to the walk, whose cost
 // does not grow with the number of keys: a backlog whose front clears right after such a pass pays
 // for at most scanStreak scans it did not need, each costing what that pass's scan did.

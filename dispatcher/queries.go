@@ -18,7 +18,7 @@ const (
 	// which find their rows by id. Written so that it does not match the lease index's predicate: with
 	// statistics from before many jobs started (a bulk load analysed while nothing ran), the planner
 	// would otherwise walk every running row of that index for each id instead of looking the ids up in
-	// the primary key, and a finish of 500 jobs with 100,000 running took seconds.
+	// the primary key, and a large finish with many jobs running would take seconds.
 	stillRunning = "(t.lease_expires_at IS NOT NULL) IS TRUE"
 )
 
@@ -30,8 +30,8 @@ type kindSQL struct {
 	// Its update finds the locked rows by id in an array, bounded by $4 too, for the plan's sake: pgx
 	// prepares the statement once per connection, and PostgreSQL keeps its generic plan, made with
 	// the table's size at that moment, until the table is next analyzed. A join of the locked rows
-	// to the table, planned over 87,000 rows, was a hash join over a sequential scan (100 to 300 ms
-	// a claim after a few hundred thousand more jobs); the id array alone, planned over a kind's
+	// to the table, planned over a mid-sized table, was a hash join over a sequential scan, slower with
+	// every job enqueued since; the id array alone, planned over a kind's
 	// first few jobs, was a sequential scan too. With both conditions both plans read the primary
 	// key (TestClaimPlanNeverReadsTheTable).
 	claimPlain string
@@ -205,7 +205,7 @@ func headsSQL(info *jobinfo.Info, table, order, due string) (fast, scan string) 
 	// final locks the chosen rows (CTE picks) in the kind's order, with their key's state, and ends
 	// each row with two counts (%%s: the walk's rows and its picks; 0, 0 for the scan).
 	// Rows are fetched by the tuple ids (ctid) the statement read them at, from an array (ARRAY(...)):
-	// a TID scan, a third of the cost of looking 4,000 ids up in an index, and the array keeps the
+	// a TID scan, cheaper than looking the ids up in an index, and the array keeps the
 	// planner from driving the join from the whole table. Both reads share the statement's snapshot,
 	// so the tuple is the one read; one updated since by a committed transaction is re-checked
 	// against the waiting conditions when it is locked, as it would be found by id. picks carries its

@@ -63,8 +63,8 @@ type Config struct {
 	// client's hooks see them). Each lock call still makes the same commands, in the same order
 	// per lock, so Redlock's rules (quorum, validity, clean-up) are unchanged; what changes is
 	// their cost under load: a dispatcher that claims many keyed jobs at once needs a fraction of
-	// the system calls, and a node many fewer reads and writes (unique: 30-60% more jobs/s,
-	// docs/benchmarks.md). A pipelined command is bounded by the client's ReadTimeout and
+	// the system calls, and a node many fewer reads and writes (docs/benchmarks.md, "Lock
+	// pipelining"). A pipelined command is bounded by the client's ReadTimeout and
 	// WriteTimeout rather than by its call's deadline: the call returns at its deadline and the
 	// command ends in the background. Disable it to rule it out when diagnosing.
 	DisablePipelining bool

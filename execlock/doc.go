@@ -88,9 +88,8 @@
 // sends each node's commands in pipelines, one pipeline on the wire at a time: a command that
 // arrives while a pipeline is on the wire leaves with the next, in one write and one read, and a
 // lone command goes out at once. The commands and their order per lock are the same as without
-// it, so Redlock's quorum, validity and clean-up are unchanged; the cost per command falls (the
-// unique benchmark: 4.4k keyed jobs/s instead of 3.4k on one node, 2.9k instead of 1.8k on three;
-// docs/benchmarks.md). A pipelined command outlives its call's deadline up to the client's read or
+// it, so Redlock's quorum, validity and clean-up are unchanged; the cost per command falls
+// (docs/benchmarks.md, "Lock pipelining"). A pipelined command outlives its call's deadline up to the client's read or
 // write timeouts, waiting behind the pipeline ahead of it, in the background like the commands
 // above; a delete of the same lock waits for it before going to the janitor.
 // Config.DisablePipelining sends each command on a round trip of its own.

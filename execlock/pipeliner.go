@@ -19,8 +19,8 @@ const maxPipeline = 256
 // returns only with the answer, so a command that must outlive its round needed a goroutine of
 // the Locker's to wait in (gate.go's run). Its deferred face can be waited on with a deadline, but
 // it is experimental, and under it a pipeline hook that reads a command's result makes go-redis
-// parse the goroutine's stack (with the bench's lock hook, 38% of the process's CPU; see
-// docs/benchmarks.md, build Q). Here queueing is an append under a mutex, the pipelines are
+// parse the goroutine's stack, a large share of the process's CPU (docs/benchmarks.md, "Why the
+// Locker's own pipeliner"). Here queueing is an append under a mutex, the pipelines are
 // written and read by one of the Locker's workers through go-redis's ordinary Pipeline, and hooks
 // see ordinary pipelines.
 type pipeliner struct {

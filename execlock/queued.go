@@ -13,8 +13,8 @@ import (
 // Why a second way to run a gated command (gate.go). With pipelining, the default, a command is
 // written and answered by its node's pipeliner (pipeliner.go); whoever queued the command only
 // waits for the answer. run's worker is then one goroutine waiting for another: handing the command
-// to it, its deadline timer and the hand-back were over a quarter of a lock call's cost (without
-// them the lock cycle benchmark ran 40% faster: docs/benchmarks.md, build Q). So redsync's goroutine
+// to it, its deadline timer and the hand-back were a large share of a lock call's cost
+// (docs/benchmarks.md, "Why the Locker's own pipeliner"). So redsync's goroutine
 // takes the lock's turn on the node, queues the command itself and waits for the answer, until the
 // round's context ends. If that ends first, a worker takes over: it waits for the answer and gives
 // the turn back then, or, if the turn was still taken (a delete behind its own SET NX), waits for

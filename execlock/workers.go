@@ -10,8 +10,7 @@ const workerIdle = 500 * time.Millisecond
 
 // workers runs the gates' commands (gate.go) on goroutines that outlive one command. Each command
 // runs deep in go-redis, and a fresh goroutine grows its stack there from the minimum, copying it at
-// each step: under the unique benchmark (four lock commands per job) that copying was 14% of the
-// process's CPU. A worker whose stack has grown takes the next command instead, and exits after
+// each step, which with four lock commands per job was a visible share of the process's CPU. A worker whose stack has grown takes the next command instead, and exits after
 // workerIdle without one, so an idle Locker holds no goroutine for long.
 type workers struct {
 	work chan func() // unbuffered: a send succeeds only when a worker is idle
