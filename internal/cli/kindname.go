@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/agnivade/levenshtein"
 
+	"github.com/jobpipe/jobpipe/admin"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/limits"
 )
@@ -41,11 +42,14 @@ func unknownKind(ctx context.Context, db jobinfo.DB, where, kind string, err err
 // registeredKinds lists the registered kinds' names; none when they cannot be read, as a suggestion
 // is only a help.
 func registeredKinds(ctx context.Context, db jobinfo.DB) []string {
-	rows, err := db.Query(ctx, `SELECT name FROM jobpipe_kinds ORDER BY name`)
+	kinds, err := admin.Kinds(ctx, db)
 	if err != nil {
 		return nil
 	}
-	names, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.Name()
+	}
 	return names
 }
 
@@ -56,30 +60,9 @@ func closestKind(kind string, names []string) string {
 	kind = strings.ToLower(kind)
 	best, bestDist := "", max(2, len(kind)/3)+1
 	for _, n := range names {
-		if d := editDistance(kind, n); d < bestDist {
+		if d := levenshtein.ComputeDistance(kind, n); d < bestDist {
 			best, bestDist = n, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, counted in bytes: kind names are ASCII.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
