@@ -106,14 +106,8 @@ func (a *attempt) abandon() {
 // it. Other errors, and the outcomes a handler asks for (Snooze, Discard, RunAgain), are left as they
 // are: a handler that returns nil after its deadline has done its work.
 func (k *kindRunner) timedOut(ctx context.Context, c *claimed, err error) error {
-	if err == nil {
-		return nil
-	}
 	cause := context.Cause(ctx)
-	var snooze *SnoozeError
-	var discard *DiscardError
-	var again *RunAgainError
-	if !errors.Is(cause, ErrTimeout) || errors.As(err, &snooze) || errors.As(err, &discard) || errors.As(err, &again) {
+	if _, _, _, steered := asked(err); steered || !errors.Is(cause, ErrTimeout) {
 		return err
 	}
 	if !errors.Is(err, ErrTimeout) { // not the cause itself, returned as it was

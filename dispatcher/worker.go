@@ -172,17 +172,27 @@ func (k *kindRunner) callTx(ctx context.Context, c *claimed, r *running) (record
 // committedOutcome maps what a TxHandler returned to the outcome committed with its transaction; ok
 // is false for the results whose writes are rolled back (an error, Discard).
 func committedOutcome(err error) (out outcome, delay time.Duration, ok bool) {
+	out, _, delay, ok = asked(err)
+	return out, delay, ok && out != outFailed
+}
+
+// asked maps the results a handler steers its job with (nil, Snooze, Discard, RunAgain) to their
+// outcome; ok is false for any other error.
+func asked(err error) (out outcome, errText string, delay time.Duration, ok bool) {
 	var snooze *SnoozeError
+	var discard *DiscardError
 	var again *RunAgainError
 	switch {
 	case err == nil:
-		return outProcessed, 0, true
+		return outProcessed, "", 0, true
 	case errors.As(err, &snooze):
-		return outSnooze, snooze.Delay, true
+		return outSnooze, "", snooze.Delay, true
+	case errors.As(err, &discard):
+		return outFailed, discard.Error(), 0, true
 	case errors.As(err, &again):
-		return outRunAgain, again.Delay, true
+		return outRunAgain, "", again.Delay, true
 	}
-	return 0, 0, false
+	return 0, "", 0, false
 }
 
 // decide turns the handler's result into the outcome to record.
@@ -192,19 +202,10 @@ func (k *kindRunner) decide(c *claimed, err, lost, cause error) (out outcome, er
 		// fence still holds, the row goes back to retry; if not, the finish changes nothing.
 		return k.retry(c, lost)
 	}
-	var snooze *SnoozeError
-	var discard *DiscardError
-	var again *RunAgainError
-	switch {
-	case err == nil:
-		return outProcessed, "", 0
-	case errors.As(err, &snooze):
-		return outSnooze, "", snooze.Delay
-	case errors.As(err, &discard):
-		return outFailed, discard.Error(), 0
-	case errors.As(err, &again):
-		return outRunAgain, "", again.Delay
-	case errors.Is(cause, ErrShutdown):
+	if out, errText, delay, ok := asked(err); ok {
+		return out, errText, delay
+	}
+	if errors.Is(cause, ErrShutdown) {
 		// Interrupted, not failed: back to wait at once. The attempt stays counted (it started).
 		return outRetry, fmt.Sprintf("%v: %v", ErrShutdown, err), 0
 	}
