@@ -167,6 +167,30 @@ func (r *running) beat() {
 	}
 }
 
+// commitOutcome writes the attempt's outcome in tx and commits it, with the heartbeats held off from
+// the finish on: a renewal would wait for the finish's row lock, and once the commit is through it
+// would find the row finished and take that for a lost lease. The finish is fenced like any other,
+// and refused once the lease is lost, so tx's other writes commit only with a valid claim.
+func (r *running) commitOutcome(ctx context.Context, tx pgx.Tx, req finishReq) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	held, err := r.k.runFinish(ctx, tx, []finishReq{req})
+	switch {
+	case err != nil:
+		return err
+	case !held[req.id]:
+		return fmt.Errorf("%w: the row's token changed before the transaction committed", ErrLeaseLost)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	r.ended = true
+	return nil
+}
+
 // errAttemptEnded is what Job.Heartbeat returns once the attempt's outcome is decided: from a
 // handler the worker stopped waiting for, or from a goroutine the handler left behind.
 var errAttemptEnded = fmt.Errorf("%w: the attempt has ended and its outcome is recorded", ErrLeaseLost)

@@ -41,11 +41,11 @@ func TestTxHandlersDoNotStarveHeartbeats(t *testing.T) {
 	}
 	cfg := b.cfg
 	cfg.DB = smallPool(t, b, 4)
-	cfg.LeaseTTL = 2 * time.Second // each handler outlives its first lease: only heartbeats keep it
+	cfg.LeaseTTL = 3 * time.Second // each handler outlives its first lease: only heartbeats keep it
 	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
 		return dispatcher.RegisterTx(d, kind, func(ctx context.Context, tx pgx.Tx, j *dispatcher.Job[plainJob]) error {
 			select {
-			case <-time.After(3 * time.Second):
+			case <-time.After(4 * time.Second):
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}

@@ -7,8 +7,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jobpipe/jobpipe/execlock"
 )
 
@@ -142,28 +140,17 @@ func (k *kindRunner) callTx(ctx context.Context, c *claimed, r *running) (record
 		return false, err
 	}
 	defer k.d.txConns.release()
-	var handlerErr error
-	err = pgx.BeginFunc(ctx, k.d.cfg.DB, func(tx pgx.Tx) error {
-		handlerErr = k.handle(ctx, tx, c, r)
-		out, delay, ok := committedOutcome(handlerErr)
-		if !ok {
-			return handlerErr
-		}
-		// Fenced like any finish, and refused once the lease is lost, so the handler's writes commit
-		// only with a valid claim.
-		if cause := context.Cause(ctx); cause != nil {
-			return cause
-		}
-		held, err := k.runFinish(ctx, tx, []finishReq{{id: c.id, token: c.token, out: out, delay: delay}})
-		if err != nil {
-			return err
-		}
-		if !held[c.id] {
-			return fmt.Errorf("%w: the row's token changed before the transaction committed", ErrLeaseLost)
-		}
-		return nil
-	})
+	tx, err := k.d.cfg.DB.Begin(ctx)
 	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op once committed
+	handlerErr := k.handle(ctx, tx, c, r)
+	out, delay, ok := committedOutcome(handlerErr)
+	if !ok {
+		return false, handlerErr
+	}
+	if err := r.commitOutcome(ctx, tx, finishReq{id: c.id, token: c.token, out: out, delay: delay}); err != nil {
 		return false, err
 	}
 	return true, handlerErr
