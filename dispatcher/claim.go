@@ -485,26 +485,36 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-// scanClaimed reads claimed rows. Every column is decoded from its raw value, so a row whose data does
-// not decode into T fails alone (it is then recorded as failed) instead of failing the batch.
+// scanClaimed reads claimed rows.
 func (k *kindRunner) scanClaimed(rows pgx.Rows, sent time.Time) ([]*claimed, error) {
 	defer rows.Close()
 	var claims []*claimed
 	for rows.Next() {
-		c := &claimed{claimedAt: sent}
-		var attempt, slot int32
-		m, fds, raw := rows.Conn().TypeMap(), rows.FieldDescriptions(), rows.RawValues()
-		for i, target := range []any{&c.id, &attempt, &c.token, &c.createdAt, &c.processAfter, &slot, &c.key, &c.startedAt} {
-			if err := m.Scan(fds[i].DataTypeOID, fds[i].Format, raw[i], target); err != nil {
-				return nil, fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fds[i].Name, err)
-			}
+		c, err := k.scanClaim(rows, 0, sent)
+		if err != nil {
+			return nil, err
 		}
-		c.attempt, c.slot = int(attempt), int(slot)
-		c.data, c.decodeErr = k.decode(m, fds[pipelineColumns:], raw[pipelineColumns:])
 		claims = append(claims, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}
 	return claims, nil
+}
+
+// scanClaim reads the claim in the current row's columns from the from-th on (in returning's order).
+// Every column is decoded from its raw value, so a row whose data does not decode into T fails alone
+// (it is then recorded as failed) instead of failing the batch.
+func (k *kindRunner) scanClaim(rows pgx.Rows, from int, sent time.Time) (*claimed, error) {
+	c := &claimed{claimedAt: sent}
+	var attempt, slot int32
+	m, fds, raw := rows.Conn().TypeMap(), rows.FieldDescriptions()[from:], rows.RawValues()[from:]
+	for i, target := range []any{&c.id, &attempt, &c.token, &c.createdAt, &c.processAfter, &slot, &c.key, &c.startedAt} {
+		if err := m.Scan(fds[i].DataTypeOID, fds[i].Format, raw[i], target); err != nil {
+			return nil, fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fds[i].Name, err)
+		}
+	}
+	c.attempt, c.slot = int(attempt), int(slot)
+	c.data, c.decodeErr = k.decode(m, fds[pipelineColumns:], raw[pipelineColumns:])
+	return c, nil
 }

@@ -46,6 +46,15 @@ type Config struct {
 	// share a round trip or two, which makes keyed kinds markedly faster under load
 	// (docs/benchmarks.md, "Lock pipelining").
 	DisableLockPipelining bool
+	// KeyRunJobs and KeyRunTime are a key run's fairness budget. A worker of a keyed kind that
+	// holds a key's slot keeps it while the key has due jobs, running them one after another under
+	// the same execution lock, each claimed as its predecessor's outcome is written (a key run). The
+	// run gives the key back after KeyRunJobs jobs or once it has lasted KeyRunTime, whichever
+	// comes first, so that the keys waiting behind it get this dispatcher's workers; the key then
+	// goes back to the claims like any other. Defaults DefaultKeyRunJobs and DefaultKeyRunTime.
+	// KeyRunJobs 1 ends every run after one job.
+	KeyRunJobs int
+	KeyRunTime time.Duration
 	// NodeName names this dispatcher in leases, locks and logs. Default hostname:pid.
 	NodeName string
 	// Concurrency is how many jobs of one kind run at once in this dispatcher, unless the kind sets
@@ -106,6 +115,9 @@ const (
 	// DefaultHandlerGrace is the default Config.HandlerGrace.
 	DefaultHandlerGrace = 5 * time.Second
 	DefaultRedisPrefix  = "jobpipe:lock:"
+	// DefaultKeyRunJobs and DefaultKeyRunTime are the defaults of Config.KeyRunJobs and KeyRunTime.
+	DefaultKeyRunJobs = 100
+	DefaultKeyRunTime = time.Second
 	// DefaultPruneInterval is the default Config.PruneInterval.
 	DefaultPruneInterval = time.Minute
 	pollOnlyInterval     = 200 * time.Millisecond
@@ -154,6 +166,12 @@ func (c Config) withDefaults() Config {
 		// Long enough to survive two missed renewals.
 		c.LeaderTTL = max(DefaultLeaderTTL, 3*c.RescueInterval)
 	}
+	if c.KeyRunJobs == 0 {
+		c.KeyRunJobs = DefaultKeyRunJobs
+	}
+	if c.KeyRunTime == 0 {
+		c.KeyRunTime = DefaultKeyRunTime
+	}
 	if c.PruneInterval == 0 {
 		c.PruneInterval = DefaultPruneInterval
 	}
@@ -201,6 +219,12 @@ func (c Config) validate() error {
 	}
 	if c.HandlerGrace < 0 {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.HandlerGrace %v is negative: give how long a handler whose context ended may take to return (default %v)", c.HandlerGrace, DefaultHandlerGrace))
+	}
+	if c.KeyRunJobs < 1 {
+		errs = append(errs, fmt.Errorf("dispatcher: Config.KeyRunJobs is %d: give the most jobs a key run may work before it gives its key back (1: no runs), or 0 for the default %d", c.KeyRunJobs, DefaultKeyRunJobs))
+	}
+	if c.KeyRunTime < 0 {
+		errs = append(errs, fmt.Errorf("dispatcher: Config.KeyRunTime %v is negative: give how long a key run may last before it gives its key back, or 0 for the default %v", c.KeyRunTime, DefaultKeyRunTime))
 	}
 	if c.PollInterval <= 0 {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.PollInterval %v must be positive", c.PollInterval))

@@ -16,6 +16,10 @@ type finishReq struct {
 	errText   string
 	delay     time.Duration
 	held      chan bool // receives whether the fence held (the row was this attempt's)
+	// next is set when a key run continues on slot: the finish also claims the key's next job for it
+	// and sends it to next (nil when none was claimed) before held.
+	next chan *claimed
+	slot int
 }
 
 // maxFinishBatch bounds one finish statement.
@@ -106,7 +110,10 @@ func (f *finisher) flush(batch []finishReq) {
 				k.d.logger.Info("dispatcher: outcomes recorded after the database failed", "kind", k.info.Name, "jobs", len(batch), "failing for", time.Since(failing).Round(time.Millisecond))
 			}
 			for _, r := range batch {
-				r.held <- held[r.id]
+				if r.next != nil {
+					r.next <- held.next[r.id]
+				}
+				r.held <- held.ok[r.id]
 			}
 			return
 		}
@@ -127,6 +134,9 @@ func (f *finisher) flush(batch []finishReq) {
 		if reason != "" {
 			k.d.logger.Error("dispatcher: recording outcomes failed; the rescuer will retry these jobs", "kind", k.info.Name, "jobs", len(batch), "why", reason, "err", err)
 			for _, r := range batch {
+				if r.next != nil {
+					r.next <- nil
+				}
 				r.held <- false
 			}
 			return
@@ -153,29 +163,55 @@ func (f *finisher) pastStopDeadline() bool {
 	}
 }
 
-// runFinish executes the finish statement on db and returns the ids whose fence held.
-func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finishReq) (map[int64]bool, error) {
+// finished is what a finish statement returns: the ids whose fence held, and the next jobs it
+// claimed for key runs, by the id of the job each follows.
+type finished struct {
+	ok   map[int64]bool
+	next map[int64]*claimed
+}
+
+// runFinish executes the finish statement on db.
+func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finishReq) (finished, error) {
 	n := len(batch)
 	ids, tokens, outs := make([]int64, n), make([]int64, n), make([]int16, n)
-	errs, delays := make([]string, n), make([]float64, n)
+	errs, delays, slots := make([]string, n), make([]float64, n), make([]int32, n)
 	for i, r := range batch {
-		ids[i], tokens[i], outs[i], errs[i], delays[i] = r.id, r.token, int16(r.out), r.errText, r.delay.Seconds()
+		ids[i], tokens[i], outs[i], errs[i], delays[i], slots[i] = r.id, r.token, int16(r.out), r.errText, r.delay.Seconds(), -1
+		if r.next != nil {
+			slots[i] = int32(r.slot)
+		}
 	}
-	rows, err := db.Query(ctx, k.sql.finish, ids, tokens, outs, errs, delays, k.finishNotifies(batch))
+	args := []any{ids, tokens, outs, errs, delays, k.finishNotifies(batch)}
+	if k.keyed {
+		args = append(args, slots, k.info.KeyLimit, k.info.Name, k.leaseSeconds(), k.d.cfg.NodeName)
+	}
+	sent := time.Now()
+	rows, err := db.Query(ctx, k.sql.finish, args...)
 	if err != nil {
-		return nil, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)
+		return finished{}, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)
 	}
 	defer rows.Close()
-	held := make(map[int64]bool, n)
+	f := finished{ok: make(map[int64]bool, n)}
 	for rows.Next() {
 		var id int64
-		var notified bool
-		if err := rows.Scan(&id, &notified); err != nil {
-			return nil, err
+		fds, raw := rows.FieldDescriptions(), rows.RawValues()
+		if err := rows.Conn().TypeMap().Scan(fds[0].DataTypeOID, fds[0].Format, raw[0], &id); err != nil {
+			return finished{}, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)
 		}
-		held[id] = true
+		f.ok[id] = true
+		// Columns 2 on: the id of the job a run's next job follows, then the claim's columns.
+		if k.keyed && raw[2] != nil {
+			c, err := k.scanClaim(rows, 3, sent)
+			if err != nil {
+				return finished{}, err
+			}
+			if f.next == nil {
+				f.next = map[int64]*claimed{}
+			}
+			f.next[id] = c
+		}
 	}
-	return held, rows.Err()
+	return f, rows.Err()
 }
 
 // finishNotifies reports whether finishing batch must wake the kind's dispatchers. A finished job
@@ -183,12 +219,15 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 // of it), and a job that goes back to wait (retry, snooze, run again, release) has a due time they
 // must learn. A plain kind's successes and failures free nothing but this dispatcher's own slots,
 // which it knows of without a notification; skipping it spares every listener a wake-up per batch.
+//
+// A key run that continues frees nothing either: its slot passes to the key's next job. The finish
+// statement itself notifies when a run ends there (see finishRunSQL).
 func (k *kindRunner) finishNotifies(batch []finishReq) bool {
-	if k.keyed || k.hasTotal.Load() {
+	if k.hasTotal.Load() {
 		return true
 	}
 	for _, r := range batch {
-		if r.out != outProcessed && r.out != outFailed {
+		if r.out != outProcessed && r.out != outFailed || k.keyed && r.next == nil {
 			return true
 		}
 	}
@@ -197,14 +236,27 @@ func (k *kindRunner) finishNotifies(batch []finishReq) bool {
 
 // finishOne records c's outcome, waits until it is written, and reports whether the row accepted it.
 func (k *kindRunner) finishOne(c *claimed, out outcome, errText string, delay time.Duration) bool {
-	req := finishReq{id: c.id, token: c.token, out: out, errText: errText, delay: delay, held: make(chan bool, 1)}
+	held, _ := k.finishAndContinue(c, out, errText, delay, -1)
+	return held
+}
+
+// finishAndContinue records c's outcome like finishOne and, when slot is not -1, claims the next job
+// of c's key on that slot in the same statement (see finishRunSQL); next is nil when none was claimed.
+func (k *kindRunner) finishAndContinue(c *claimed, out outcome, errText string, delay time.Duration, slot int) (held bool, next *claimed) {
+	req := finishReq{id: c.id, token: c.token, out: out, errText: errText, delay: delay, held: make(chan bool, 1), slot: slot}
+	if slot >= 0 {
+		req.next = make(chan *claimed, 1)
+	}
 	k.fin.reqs <- req
+	if req.next != nil {
+		next = <-req.next
+	}
 	if held := <-req.held; !held {
 		k.d.stats.staleFinishes.Add(1)
 		k.d.logger.Info("dispatcher: the job's row had moved on; its outcome was not recorded",
 			"kind", k.info.Name, "id", c.id, "outcome", out.String())
-		return false
+		return false, nil
 	}
 	k.d.stats.count(out)
-	return true
+	return true, next
 }

@@ -181,7 +181,7 @@ func (r *running) commitOutcome(ctx context.Context, tx pgx.Tx, req finishReq) e
 	switch {
 	case err != nil:
 		return err
-	case !held[req.id]:
+	case !held.ok[req.id]:
 		return fmt.Errorf("%w: the row's token changed before the transaction committed", ErrLeaseLost)
 	}
 	if err := tx.Commit(ctx); err != nil {

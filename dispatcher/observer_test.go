@@ -262,9 +262,9 @@ func TestObserverSeesLocksAndRescues(t *testing.T) {
 	rec.mu.Lock()
 	locks := maps.Clone(rec.locks["observed_keyed"])
 	rec.mu.Unlock()
-	// Two claims, each with its queue lock; the first one's execution lock was taken, the second's
-	// acquired.
-	want := map[dispatcher.LockResult]int{dispatcher.LockAcquired: 3, dispatcher.LockTaken: 1}
+	// Two claims, each with its queue lock; the first one's execution lock was found taken at each of
+	// its three tries (a key run that just ended may still be giving it back), the second's acquired.
+	want := map[dispatcher.LockResult]int{dispatcher.LockAcquired: 3, dispatcher.LockTaken: 3}
 	for _, r := range dispatcher.LockResults() {
 		if locks[r] != want[r] {
 			t.Errorf("lock attempts %s: %d, want %d", r, locks[r], want[r])

@@ -49,7 +49,8 @@ type kindSQL struct {
 	// job of each row's key when the heads were chosen.
 	claimIDs string
 	// finish records outcomes: $1 ids, $2 tokens, $3 outcomes, $4 errors, $5 delays in seconds; $6
-	// whether to notify the kind's channel (see finishNotifies).
+	// whether to notify the kind's channel (see finishNotifies). A keyed kind's also continues key
+	// runs (see finishRunSQL).
 	finish string
 	// extend renews the lease of $1 (token $2) by $3 seconds; returns a row when the fence held.
 	extend string
@@ -268,6 +269,9 @@ func finishSQL(info *jobinfo.Info, table string) string {
 		}
 		onConflict = fmt.Sprintf("\n	ON CONFLICT (%s) WHERE %s DO NOTHING", strings.Join(uniq, ", "), jobinfo.UniqueWaitingCondition)
 	}
+	if len(info.Key) > 0 {
+		return finishRunSQL(info, table, onConflict, quoted)
+	}
 	return fmt.Sprintf(`WITH u AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int2[], $4::text[], $5::float8[]) AS u(id, token, outcome, err, delay)),
 done AS (
@@ -287,6 +291,75 @@ SELECT id, (SELECT pg_notify(%[12]s, %[13]s) WHERE $6) IS NULL FROM done`,
 		table, outProcessed, outRunAgain, outFailed, outRetry, outSnooze, outRelease, stillRunning,
 		strings.Join(quoted, ", "), "s."+strings.Join(quoted, ", s."), onConflict,
 		quote(uniqueness.NotifyChannel), quote(info.Name), neverRanAgain(info, table))
+}
+
+// finishRunSQL is a keyed kind's finish statement (see finishSQL). It also continues key runs: for
+// each finished job with a slot in $7 (-1: the run ends) whose outcome leaves nothing of its key
+// behind it (processed or failed), it claims the key's next due waiting job on the same slot, as any
+// claim does (attempt counted, token bumped, its own lease: $10 seconds, owner $11). The job is its
+// key's first waiting job in the kind's order (the k-th for the k-th run of a key finishing in the
+// batch), and is only claimed while the kind is not paused, runs fewer jobs than its total, and the
+// key no more than its limit: the limits are read afresh from jobpipe_kind_limits and
+// jobpipe_key_limits for kind $9 ($8 is the kind's configured per-key default), so a change ends
+// runs at their next job even when no claim pass reads them. The finished rows still hold their slots in the statement's snapshot,
+// so they count as running, and each next row takes its predecessor's slot only after the
+// predecessor's update gave it up (nxt reads done), which the running-slots index checks as usual.
+// Each row returned is a finished job, then the columns of the next job claimed for it, NULL when
+// none. A key whose run ended, or a job that goes back to wait, notifies the kind's channel.
+func finishRunSQL(info *jobinfo.Info, table, onConflict string, quoted []string) string {
+	var keyCols, tKeyCols []string
+	for _, k := range info.Key {
+		c := pgx.Identifier{k}.Sanitize()
+		keyCols, tKeyCols = append(keyCols, c), append(tKeyCols, "t."+c)
+	}
+	order, due := "e.id", "(e.process_after IS NULL OR e.process_after <= now())"
+	if info.Order == jobinfo.OrderProcessAfter {
+		order, due = "COALESCE(e.process_after, e.created_at), e.id", "COALESCE(e.process_after, e.created_at) <= now()"
+	}
+	claimSet := `attempts_made = t.attempts_made + 1, started_at = now(), lease_expires_at = now() + make_interval(secs => $10),
+		lease_owner = $11, lock_token = t.lock_token + 1, updated_at = now(), lock_slot = nxt.slot`
+	return fmt.Sprintf(`WITH u AS (
+	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int2[], $4::text[], $5::float8[], $7::int[]) AS u(id, token, outcome, err, delay, slot)),
+done AS (
+	UPDATE %[1]s t SET lease_expires_at = NULL, lease_owner = NULL, lock_slot = NULL, updated_at = now(),
+		processed_at = CASE WHEN u.outcome IN (%[2]d, %[3]d) THEN now() END,
+		failed_at = CASE WHEN u.outcome = %[4]d THEN now() END,
+		last_error = CASE WHEN u.outcome IN (%[5]d, %[4]d) THEN u.err ELSE t.last_error END,
+		process_after = CASE WHEN u.outcome IN (%[5]d, %[6]d, %[7]d) THEN now() + make_interval(secs => u.delay) ELSE t.process_after END,
+		attempts_made = CASE WHEN u.outcome IN (%[6]d, %[7]d) THEN t.attempts_made - 1 ELSE t.attempts_made END,
+		started_at = CASE WHEN u.outcome = %[7]d AND t.attempts_made = 1%[14]s THEN NULL ELSE t.started_at END
+	FROM u WHERE t.id = u.id AND t.lock_token = u.token AND %[8]s
+	RETURNING t.id, u.outcome, u.delay, u.slot, %[15]s),
+again AS (
+	INSERT INTO %[1]s (%[9]s, process_after)
+	SELECT %[10]s, now() + make_interval(secs => d.delay) FROM %[1]s s JOIN done d ON s.id = d.id WHERE d.outcome = %[3]d%[11]s),
+runs AS (
+	SELECT d.id AS prev, d.slot, %[16]s, row_number() OVER (PARTITION BY %[16]s ORDER BY d.id) AS rn
+	FROM done d WHERE d.slot >= 0 AND d.outcome IN (%[2]d, %[4]d)),
+kl AS MATERIALIZED (
+	SELECT coalesce(l.key_limit, $8) AS key_limit, l.max_running, coalesce(l.paused, false) AS paused
+	FROM (SELECT) one LEFT JOIN jobpipe_kind_limits l ON l.kind = $9),
+nxt AS (
+	SELECT r.prev, r.slot, w.ids[r.rn] AS id FROM runs r CROSS JOIN kl CROSS JOIN LATERAL (
+		SELECT array_agg(e.id ORDER BY %[17]s) AS ids, bool_and(e.due) AS due, count(*) AS n FROM (
+			SELECT e.id, e.created_at, e.process_after, %[18]s AS due FROM %[1]s e
+			WHERE %[19]s AND %[20]s ORDER BY %[17]s LIMIT r.rn) e) w
+	WHERE NOT kl.paused AND w.n = r.rn AND w.due
+		AND (SELECT count(*) FROM %[1]s e WHERE %[19]s AND %[21]s) <= coalesce(
+			(SELECT CASE WHEN l.paused THEN 0 ELSE coalesce(l.key_limit, kl.key_limit) END FROM jobpipe_key_limits l
+			 WHERE l.kind = $9 AND l.key_value = %[22]s), kl.key_limit)
+		AND (kl.max_running IS NULL OR (SELECT count(*) FROM %[1]s e WHERE %[21]s) < kl.max_running)),
+claimed AS (
+	UPDATE %[1]s t SET %[23]s FROM nxt WHERE t.id = nxt.id AND %[24]s
+	RETURNING nxt.prev, %[25]s)
+SELECT d.id, (SELECT pg_notify(%[12]s, %[13]s) WHERE $6 OR (SELECT count(*) FROM runs) > (SELECT count(*) FROM claimed)) IS NULL, c.*
+FROM done d LEFT JOIN claimed c ON c.prev = d.id`,
+		table, outProcessed, outRunAgain, outFailed, outRetry, outSnooze, outRelease, stillRunning,
+		strings.Join(quoted, ", "), "s."+strings.Join(quoted, ", s."), onConflict,
+		quote(uniqueness.NotifyChannel), quote(info.Name), neverRanAgain(info, table),
+		strings.Join(tKeyCols, ", "), strings.Join(keyCols, ", "), order, due,
+		sameKey(info, "e", "r"), strings.ReplaceAll(waitingCond, "t.", "e."), strings.ReplaceAll(runningCond, "t.", "e."),
+		info.KeyText("r"), claimSet, waitingCond, returning(info))
 }
 
 // neverRanAgain is the extra condition under which a released claim of a job's first attempt (it never

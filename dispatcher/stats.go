@@ -8,8 +8,9 @@ import (
 
 // Stats counts what a dispatcher has done since it was created.
 type Stats struct {
-	// Claimed is how many jobs it claimed.
-	Claimed int64
+	// Claimed is how many jobs it claimed; RunClaimed how many of them key runs claimed as their
+	// predecessor's outcome was written (see Config.KeyRunJobs).
+	Claimed, RunClaimed int64
 	// Processed, Retried, Failed, Snoozed, RunAgain and Released count recorded outcomes.
 	Processed, Retried, Failed, Snoozed, RunAgain, Released int64
 	// StaleFinishes counts outcomes not recorded because the row had moved on (its token changed).
@@ -38,9 +39,9 @@ type Stats struct {
 }
 
 type stats struct {
-	claimed, staleFinishes, leasesLost, claimsRefused, rescued atomic.Int64
-	timedOut, abandoned                                        atomic.Int64
-	outcomes                                                   [6]atomic.Int64
+	claimed, runClaimed, staleFinishes, leasesLost, claimsRefused, rescued atomic.Int64
+	timedOut, abandoned                                                    atomic.Int64
+	outcomes                                                               [6]atomic.Int64
 	// maintenance by the leader: schedules and pruning
 	scheduleFired, scheduleSkipped, prunedProcessed, prunedFailed atomic.Int64
 }
@@ -54,7 +55,7 @@ func (s *stats) snapshot(locker *execlock.Locker) Stats {
 		locks = locker.Stats()
 	}
 	return Stats{
-		Claimed: s.claimed.Load(), Processed: o(outProcessed), Retried: o(outRetry), Failed: o(outFailed),
+		Claimed: s.claimed.Load(), RunClaimed: s.runClaimed.Load(), Processed: o(outProcessed), Retried: o(outRetry), Failed: o(outFailed),
 		Snoozed: o(outSnooze), RunAgain: o(outRunAgain), Released: o(outRelease),
 		StaleFinishes: s.staleFinishes.Load(), LeasesLost: s.leasesLost.Load(),
 		TimedOut: s.timedOut.Load(), Abandoned: s.abandoned.Load(),

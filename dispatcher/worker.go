@@ -13,9 +13,11 @@ import (
 // releaseDelay is how long a job given back unrun waits before it may be claimed again.
 const releaseDelay = time.Second
 
-// work runs one claimed job to its recorded outcome. It owns the job's slot in k.sem until the handler
-// has returned, and the job until its outcome is written (Stop waits for that); a handler that outlives
-// its context by HandlerGrace hands both to abandon (see timeout.go).
+// work runs one claimed job to its recorded outcome and, for a keyed kind, the key run it starts: the
+// key's next jobs, claimed one at a time as each finishes, under the same execution lock (see
+// continueRun). It owns its slot in k.sem until the last handler has returned, and each job until its
+// outcome is written (Stop waits for that); a handler that outlives its context by HandlerGrace hands
+// both to abandon (see timeout.go), which ends the run.
 func (k *kindRunner) work(c *claimed) {
 	abandoned := false
 	defer func() {
@@ -38,9 +40,7 @@ func (k *kindRunner) work(c *claimed) {
 	var lock *execlock.Lock
 	if k.keyed {
 		var err error
-		lock, err = k.d.locker.TryExec(k.d.jobsCtx, k.info.Name, c.key, c.slot)
-		k.observeLock(err)
-		if err != nil {
+		if lock, err = k.execLock(c); err != nil {
 			k.releaseQueueLock(c)
 			// Someone still holds the slot's lock (a stalled worker whose row was taken back): give the
 			// claim back, and let the job wait a moment rather than be claimed again at once.
@@ -53,10 +53,66 @@ func (k *kindRunner) work(c *claimed) {
 		// The execution lock guards the job from here: the queue lock goes while the handler runs,
 		// not before it (a round trip to every node that only the key's next claim waits for).
 		k.d.workers.Add(1) // Stop waits for it, like for the job
-		go func() {
+		go func(first *claimed) {
 			defer k.d.workers.Done()
-			k.releaseQueueLock(c)
-		}()
+			k.releaseQueueLock(first)
+		}(c)
+	}
+	run := keyRun{began: time.Now()}
+	for c != nil {
+		var next *claimed
+		next, abandoned = k.runOne(c, lock, &run)
+		if abandoned || next == nil {
+			return
+		}
+		// The run goes on: the next job takes over c's place in k.sem.
+		c.slotFreed, c = true, next
+		k.d.stats.claimed.Add(1)
+		k.d.stats.runClaimed.Add(1)
+		k.observeStart(c)
+	}
+}
+
+// execLock takes the execution lock of c's slot. A lock found taken is tried again for a few
+// milliseconds: the key's previous run may have ended just now, giving its lock back in the round
+// trip after the finish that freed the slot, and a claim given back waits releaseDelay.
+func (k *kindRunner) execLock(c *claimed) (*execlock.Lock, error) {
+	wait := execLockRetryFirst
+	for try := 1; ; try++ {
+		lock, err := k.d.locker.TryExec(k.d.jobsCtx, k.info.Name, c.key, c.slot)
+		k.observeLock(err)
+		if !errors.Is(err, execlock.ErrTaken) || try == execLockTries {
+			return lock, err
+		}
+		select {
+		case <-time.After(wait):
+		case <-k.d.jobsCtx.Done():
+			return nil, err
+		}
+		wait *= 2
+	}
+}
+
+// execLockTries and execLockRetryFirst bound execLock's retries of a taken lock: 3 tries within 15 ms.
+const (
+	execLockTries      = 3
+	execLockRetryFirst = 5 * time.Millisecond
+)
+
+// keyRun is what a key run has done so far, for its fairness budget (Config.KeyRunJobs, KeyRunTime).
+type keyRun struct {
+	began time.Time
+	jobs  int
+}
+
+// runOne runs c's handler and records its outcome. For a keyed kind whose run may go on (see
+// continueRun) the finish also claims the key's next job, which it returns; it gives the execution
+// lock back once the run ends. abandoned reports that the worker stopped waiting for the handler.
+func (k *kindRunner) runOne(c *claimed, lock *execlock.Lock, run *keyRun) (next *claimed, abandoned bool) {
+	run.jobs++
+	if c.decodeErr != nil {
+		// A job of the run that does not decode fails without running, and the run goes on.
+		return k.endJob(c, lock, run, jobEnd{out: outFailed, errText: fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr)}), false
 	}
 	ctx, cancel := context.WithCancelCause(k.d.jobsCtx)
 	defer cancel(nil)
@@ -65,34 +121,76 @@ func (k *kindRunner) work(c *claimed) {
 	go r.beat()
 	started := k.clock()
 	recorded, err := k.call(ctx, c, r)
-	if abandoned = !a.returned(); abandoned {
-		return // the worker stopped waiting for this handler and recorded its outcome without it
+	if !a.returned() {
+		return nil, true // the worker stopped waiting for this handler and recorded its outcome without it
 	}
 	err = k.timedOut(ctx, c, err)
 	ran := elapsed(started)
 	lost := r.finish()
-	if !k.txMode {
-		// The handler has returned: this dispatcher may claim another job while the lock is given
-		// back and the outcome written (see freeSlot).
-		k.freeSlot(c)
-	}
-	if lock != nil {
-		// Before the outcome is written: the row still holds the slot, so the database keeps the key's
-		// next job from being claimed until the finish commits, and by then its lock is free. Released
-		// after, the next job's worker could find the lock still held and have to give its claim back.
-		_ = lock.Release(context.Background())
-	}
 	if recorded {
 		// Committed in the handler's transaction, before any loss of the lease could matter.
+		k.releaseExecLock(lock)
 		out, _, _ := committedOutcome(err)
 		k.d.stats.count(out)
 		k.observeFinish(out, true, err, nil, ran)
-		return
+		return nil, false
 	}
 	out, errText, delay := k.decide(c, err, lost, context.Cause(ctx))
-	k.freeSlot(c)
-	held := k.finishOne(c, out, errText, delay)
+	return k.endJob(c, lock, run, jobEnd{out: out, errText: errText, delay: delay, err: err, lost: lost, ran: ran}), false
+}
+
+// jobEnd is how a job's attempt ended: the outcome to record, and what the observer is told.
+type jobEnd struct {
+	out     outcome
+	errText string
+	delay   time.Duration
+	err     error // the handler's
+	lost    error
+	ran     time.Duration
+}
+
+// endJob records c's outcome and, when the run goes on, claims the key's next job in the same
+// statement and returns it; it gives the execution lock back once the run ends.
+func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobEnd) *claimed {
+	out, errText, delay, err, lost, ran := e.out, e.errText, e.delay, e.err, e.lost, e.ran
+	if !k.continueRun(run, out, lost) {
+		k.freeSlot(c)
+		// Before the outcome is written: the row still holds the slot, so the database keeps the key's
+		// next job from being claimed until the finish commits, and by then its lock is free. Released
+		// after, the next job's worker could find the lock still held and have to give its claim back.
+		k.releaseExecLock(lock)
+		held := k.finishOne(c, out, errText, delay)
+		k.observeFinish(out, held, err, lost, ran)
+		return nil
+	}
+	held, next := k.finishAndContinue(c, out, errText, delay, c.slot)
 	k.observeFinish(out, held, err, lost, ran)
+	if next != nil && k.d.jobsCtx.Err() != nil {
+		// Stop began while the next job was claimed: it goes back to wait, unrun.
+		k.finishOne(next, outRelease, "", 0)
+		next = nil
+	}
+	if next == nil {
+		k.releaseExecLock(lock)
+	}
+	return next
+}
+
+// continueRun reports whether the key run that c's outcome ends a job of may claim the key's next job
+// with that outcome. The database has the last word on the key's and the kind's limits (see
+// finishRunSQL); this decides what only the worker knows. The run ends when its job goes back to wait
+// (a retry, a snooze, a new run): the key's later jobs wait behind it. It ends at its fairness budget,
+// so that other keys get their turn at this dispatcher's workers; when the lease or the lock was lost;
+// at Stop; and for a RegisterTx kind, whose outcome commits in the handler's transaction.
+func (k *kindRunner) continueRun(run *keyRun, out outcome, lost error) bool {
+	return k.keyed && !k.txMode && lost == nil && (out == outProcessed || out == outFailed) &&
+		run.jobs < k.d.cfg.KeyRunJobs && time.Since(run.began) < k.d.cfg.KeyRunTime && k.d.jobsCtx.Err() == nil
+}
+
+func (k *kindRunner) releaseExecLock(lock *execlock.Lock) {
+	if lock != nil {
+		_ = lock.Release(context.Background())
+	}
 }
 
 // freeSlot gives c's slot in k.sem back, once: when its handler has returned, before the outcome is

@@ -155,3 +155,79 @@ func TestWorkerKilledMidJobIsRetriedOnce(t *testing.T) {
 		retried.StartedAt.Sub(killedAt).Round(time.Millisecond), retried.StartedAt.Sub(leaseEnd).Round(time.Millisecond),
 		retried.StartedAt.Sub(rescuerReady).Round(time.Millisecond), st)
 }
+
+// A worker process is SIGKILLed in the middle of a key run: the key's first two jobs are processed,
+// the third runs, the last two wait. The rescue takes back exactly the running job; the waiting ones
+// were never claimed (no attempt, no lease) and run after its retry, in order, in another process.
+func TestWorkerKilledMidKeyRunLeavesOnlyItsJob(t *testing.T) {
+	t.Parallel()
+	const (
+		leaseTTL = 3 * time.Second
+		blog     = 9
+	)
+	ctx := context.Background()
+	mpReserve(t, 1) // the victim, then the rescuer: one process at a time
+	r := testenv.NewRedis(t)
+	e := newMPEnv(t, 200*time.Millisecond, r.Addrs, r.Clients, r.Prefix)
+	var ids []int64
+	for seq := range 5 {
+		j, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blog, Seq: int64(seq)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	settings := func(node string) mpWorkerSettings {
+		s := e.worker(node)
+		s.BlockIDs, s.BlockUpToAttempt = ids[2:3], 1 // the third job's first attempt never ends
+		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval = leaseTTL, 200*time.Millisecond, leaseTTL, 200*time.Millisecond
+		return s
+	}
+	victim := mpStartWorker(t, settings("victim"))
+	mpWaitFor(t, "the third job to start in the victim", 60*time.Second, func() bool { return len(e.ledgerOf(t, ids[2])) == 1 })
+	victim.Kill(t)
+	time.Sleep(200 * time.Millisecond) // a statement the victim sent just before it died has landed by now
+
+	for i, id := range ids {
+		row, calls := e.row(t, id), e.ledgerOf(t, id)
+		switch {
+		case i < 2:
+			if !row.Processed || row.Attempts != 1 || len(calls) != 1 || calls[0].Node != "victim" {
+				t.Errorf("job %d before the kill: %+v, calls %+v; want processed by the victim on attempt 1", i, row, calls)
+			}
+		case i == 2:
+			if row.Processed || row.Attempts != 1 || row.LeaseOwner == nil || *row.LeaseOwner != "victim" || row.LockSlot == nil || *row.LockSlot != 0 {
+				t.Errorf("the running job after the kill: %+v; want leased by the victim on slot 0, attempt 1", row)
+			}
+		default:
+			if row.Processed || row.Attempts != 0 || row.LeaseExpiresAt != nil || row.StartedAt != nil || len(calls) != 0 {
+				t.Errorf("job %d after the kill: %+v, calls %+v; want waiting, never claimed", i, row, calls)
+			}
+		}
+	}
+
+	rescuer := mpStartWorker(t, settings("rescuer"))
+	mpWaitFor(t, "all five processed", 60*time.Second, func() bool { return e.count(t, "processed_at IS NOT NULL") == 5 })
+	var prevEnd *time.Time
+	for i, id := range ids {
+		row, calls := e.row(t, id), e.ledgerOf(t, id)
+		wantAttempts := 1
+		if i == 2 {
+			wantAttempts = 2
+		}
+		if row.Attempts != wantAttempts || len(calls) != wantAttempts {
+			t.Errorf("job %d: %d attempts, %d handler calls; want %d", i, row.Attempts, len(calls), wantAttempts)
+			continue
+		}
+		last := calls[len(calls)-1]
+		if prevEnd != nil && !last.StartedAt.After(*prevEnd) {
+			t.Errorf("job %d started at %v, before the key's previous job ended at %v", i, last.StartedAt, *prevEnd)
+		}
+		prevEnd = last.EndedAt
+	}
+	mpTerminate(t, rescuer)
+	e.checkQuiet(t)
+	if st := rescuer.Stats(); st == nil || st.Rescued != 1 || st.Processed != 3 || st.StaleFinishes != 0 {
+		t.Errorf("rescuer stats %+v; want 1 rescued and 3 processed", st)
+	}
+}

@@ -1,0 +1,298 @@
+package dispatcher_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/jobinfo"
+	"github.com/jobpipe/jobpipe/limits"
+)
+
+// startOrder records the jobs in the order their handlers start, as "key/seq".
+type startOrder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (o *startOrder) add(j postSync) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, fmt.Sprintf("%d/%d", j.BlogID, j.Seq))
+}
+
+func (o *startOrder) list() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.got)
+}
+
+// enqueueSeq enqueues jobs of the keys given, one after another: keys[i] gets the next seq of its key.
+func enqueueSeq(t *testing.T, b *runBundle, kind *jobinfo.Kind[postSync], keys ...int64) {
+	t.Helper()
+	seq := map[int64]int64{}
+	var jobs []postSync
+	for _, k := range keys {
+		jobs = append(jobs, postSync{BlogID: k, Seq: seq[k]})
+		seq[k]++
+	}
+	if _, err := dispatcher.EnqueueMany(context.Background(), b.db, kind, jobs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func repeatKey(k int64, n int) []int64 { return slices.Repeat([]int64{k}, n) }
+
+// Two keys of ten jobs each on two workers: each key's jobs run in order in one key run, under the
+// execution lock its first job took. Four lock calls in all (a queue lock and an execution lock per
+// key) where one run per job would make forty.
+func TestKeyRunWorksItsKeyUnderOneLock(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("run_one_lock")
+	createKind(t, b.db, kind)
+	enqueueSeq(t, b, kind, append(repeatKey(1, 10), repeatKey(2, 10)...)...)
+	w := newKeyWatch()
+	cfg := b.cfg
+	cfg.Concurrency = 2
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+			w.enter(j.Data.BlogID, j.Data.Seq)
+			defer w.leave(j.Data.BlogID)
+			return nil
+		})
+	})
+	waitFor(t, "all processed", 30*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "run_one_lock", "processed_at IS NOT NULL") == 20, nil
+	})
+	stopNow(t, d)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	want := []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	for _, k := range []int64{1, 2} {
+		if !slices.Equal(w.order[k], want) || w.maxSeen[k] != 1 {
+			t.Errorf("key %d started %v with up to %d at once; want %v one at a time", k, w.order[k], w.maxSeen[k], want)
+		}
+	}
+	s := d.Stats()
+	if s.Claimed != 20 || s.RunClaimed != 18 || s.Processed != 20 {
+		t.Errorf("stats: claimed %d, by runs %d, processed %d; want 20, 18, 20", s.Claimed, s.RunClaimed, s.Processed)
+	}
+	if s.Locks.Acquired != 4 || s.Locks.Taken != 0 {
+		t.Errorf("lock calls: %d acquired, %d taken; want 4 and 0", s.Locks.Acquired, s.Locks.Taken)
+	}
+	if n := countWhere(t, b.db, "run_one_lock", "attempts_made <> 1 OR lock_slot IS NOT NULL OR lease_expires_at IS NOT NULL"); n != 0 {
+		t.Errorf("%d rows not processed cleanly on their first attempt", n)
+	}
+}
+
+// A run gives its key back at its budget, and the job of another key that waits in the kind's order
+// between the key's jobs starts then; without a budget the run works its key to the end first.
+func TestKeyRunGivesItsKeyBackAtItsBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		jobs int
+		want []string
+	}{
+		{"budget of 5 jobs", 5, []string{"1/0", "1/1", "1/2", "1/3", "1/4", "2/0", "1/5", "1/6", "1/7", "1/8", "1/9"}},
+		{"budget of 100 jobs", 100, []string{"1/0", "1/1", "1/2", "1/3", "1/4", "1/5", "1/6", "1/7", "1/8", "1/9", "2/0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newRun(t)
+			kind := jobinfo.MustDefine[postSync]("run_budget")
+			createKind(t, b.db, kind)
+			enqueueSeq(t, b, kind, append(append(repeatKey(1, 5), 2), repeatKey(1, 5)...)...)
+			var o startOrder
+			cfg := b.cfg
+			cfg.Concurrency, cfg.KeyRunJobs, cfg.KeyRunTime = 1, tc.jobs, time.Hour
+			b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+				return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+					o.add(j.Data)
+					return nil
+				})
+			})
+			waitFor(t, "all processed", 30*time.Second, func() (bool, error) {
+				return countWhere(t, b.db, "run_budget", "processed_at IS NOT NULL") == 11, nil
+			})
+			if got := o.list(); !slices.Equal(got, tc.want) {
+				t.Errorf("started %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A run that has used its time gives its key back too: a job of another key waiting between the
+// key's jobs starts before the key's last one.
+func TestKeyRunGivesItsKeyBackAfterItsTime(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("run_time")
+	createKind(t, b.db, kind)
+	enqueueSeq(t, b, kind, append(append(repeatKey(1, 2), 2), repeatKey(1, 18)...)...)
+	var o startOrder
+	cfg := b.cfg
+	cfg.Concurrency, cfg.KeyRunTime = 1, 50*time.Millisecond
+	b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+			o.add(j.Data)
+			time.Sleep(20 * time.Millisecond)
+			return nil
+		})
+	})
+	waitFor(t, "all processed", 30*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "run_time", "processed_at IS NOT NULL") == 21, nil
+	})
+	got := o.list()
+	at := slices.Index(got, "2/0")
+	// The run takes at least one job past the other key's place (it started before it) and stops
+	// within 50 ms of 20 ms jobs, long before the key's 20 jobs are done.
+	if at < 2 || at >= 19 {
+		t.Errorf("the other key's job started at position %d of %v; want after the run's first jobs and before its last", at, got)
+	}
+}
+
+// Pausing the key, pausing the kind or lowering the key's limit ends its runs at their running job,
+// which finishes; the key's later jobs wait, unclaimed, until the change is undone.
+func TestKeyRunEndsWhenItsLimitsChange(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		limit        int // the kind's KeyLimit, and how many jobs block at first
+		change, undo func(ctx context.Context, b *runBundle, kind string) error
+	}{
+		{"key paused", 1,
+			func(ctx context.Context, b *runBundle, kind string) error { return limits.PauseKey(ctx, b.db, kind, "1") },
+			func(ctx context.Context, b *runBundle, kind string) error { return limits.ResumeKey(ctx, b.db, kind, "1") }},
+		{"kind paused", 1,
+			func(ctx context.Context, b *runBundle, kind string) error { return limits.Pause(ctx, b.db, kind) },
+			func(ctx context.Context, b *runBundle, kind string) error { return limits.Resume(ctx, b.db, kind) }},
+		{"key limit lowered", 2,
+			func(ctx context.Context, b *runBundle, kind string) error { return limits.SetKeyLimit(ctx, b.db, kind, 1) },
+			nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := newRun(t)
+			kind := jobinfo.MustDefine[postSync]("run_limits", jobinfo.KeyLimit(tc.limit))
+			createKind(t, b.db, kind)
+			enqueueSeq(t, b, kind, repeatKey(1, 6)...)
+			release := make(chan struct{})
+			var blocked sync.WaitGroup
+			blocked.Add(tc.limit)
+			w := newKeyWatch()
+			cfg := b.cfg
+			cfg.Concurrency = 4
+			d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+				return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+					w.enter(j.Data.BlogID, j.Data.Seq)
+					defer w.leave(j.Data.BlogID)
+					w.mu.Lock()
+					if n := w.running[1]; j.Data.Seq >= int64(tc.limit) && n > 1 {
+						t.Errorf("job %d started with %d jobs of its key running, after the change", j.Data.Seq, n)
+					}
+					w.mu.Unlock()
+					if j.Data.Seq < int64(tc.limit) {
+						blocked.Done()
+						<-release
+					}
+					return nil
+				})
+			})
+			blocked.Wait()
+			if err := tc.change(ctx, b, "run_limits"); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			waitFor(t, "the running jobs processed", 10*time.Second, func() (bool, error) {
+				return countWhere(t, b.db, "run_limits", "processed_at IS NOT NULL") >= tc.limit, nil
+			})
+			if tc.undo != nil {
+				time.Sleep(time.Second) // the runs would have claimed the next jobs by now
+				if n := countWhere(t, b.db, "run_limits", "processed_at IS NULL AND attempts_made = 0 AND lease_expires_at IS NULL"); n != 6-tc.limit {
+					t.Fatalf("%d of the key's later jobs wait unclaimed after the change, want %d", n, 6-tc.limit)
+				}
+				if s := d.Stats(); s.RunClaimed != 0 || s.Failed+s.Retried != 0 {
+					t.Fatalf("stats %+v: the runs claimed or a running job did not finish", s)
+				}
+				if err := tc.undo(ctx, b, "run_limits"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "all processed", 30*time.Second, func() (bool, error) {
+				return countWhere(t, b.db, "run_limits", "processed_at IS NOT NULL") == 6, nil
+			})
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			// The blocked jobs start at once, in either order.
+			got := slices.Clone(w.order[1])
+			slices.Sort(got[:min(tc.limit, len(got))])
+			if want := []int64{0, 1, 2, 3, 4, 5}; !slices.Equal(got, want) {
+				t.Errorf("started %v, want %v", w.order[1], want)
+			}
+			if n := countWhere(t, b.db, "run_limits", "attempts_made <> 1"); n != 0 {
+				t.Errorf("%d jobs took more than one attempt: a change stopped a running job", n)
+			}
+		})
+	}
+}
+
+// The Redis nodes forget every lock while a key run holds its key (a node restarted without its
+// data): the database still shows the key at its limit, so no second run of it starts elsewhere.
+func TestKeyRunHoldsItsKeyWhenRedisForgetsTheLock(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("run_forgotten")
+	createKind(t, b.db, kind)
+	enqueueSeq(t, b, kind, repeatKey(1, 30)...)
+	w := newKeyWatch()
+	forgotten := make(chan struct{})
+	var once sync.Once
+	for i := range 2 {
+		cfg := b.cfg
+		cfg.NodeName = fmt.Sprintf("node-%d", i)
+		cfg.Concurrency = 4
+		b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+			return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+				w.enter(j.Data.BlogID, j.Data.Seq)
+				defer w.leave(j.Data.BlogID)
+				if j.Data.Seq == 5 {
+					once.Do(func() {
+						for _, c := range b.redis.Clients {
+							keys, err := c.Keys(ctx, b.redis.Prefix+"*").Result()
+							if err == nil && len(keys) > 0 {
+								err = c.Del(ctx, keys...).Err()
+							}
+							if err != nil {
+								t.Error(err)
+							}
+						}
+						close(forgotten)
+					})
+				}
+				time.Sleep(5 * time.Millisecond)
+				return nil
+			})
+		})
+	}
+	waitFor(t, "all processed", 30*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "run_forgotten", "processed_at IS NOT NULL") == 30, nil
+	})
+	<-forgotten
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.maxSeen[1] != 1 {
+		t.Errorf("%d jobs of the key ran at once after Redis forgot its lock", w.maxSeen[1])
+	}
+	for i, seq := range w.order[1] {
+		if seq != int64(i) {
+			t.Fatalf("started in order %v", w.order[1])
+		}
+	}
+}
