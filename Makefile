@@ -6,6 +6,8 @@
 #   GOFLAGS    passed to every go command through the environment
 #   FAULTSFLAGS extra go test flags for test-faults, e.g. FAULTSFLAGS='-run TestFault09 -v'
 #   FUZZTIME   how long fuzz runs each fuzz target                        (default 10s)
+#   PEER_JOBS, PEER_DURATION, ROUNDS  bench-peers: drain's jobs, steady's window, rounds
+#              (defaults 1000000, 60s, 3)
 #
 # How the tests find PostgreSQL and Redis (TEST_DATABASE_URL/TEST_REDIS_URL, local servers, or
 # testcontainers) is described in internal/testenv/doc.go.
@@ -23,7 +25,7 @@ export GOFLAGS
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: help services local-services chromium test test-faults fuzz test-containers lint build demo bench
+.PHONY: help services local-services chromium test test-faults fuzz test-containers lint build demo bench bench-peers
 
 help: ## List the targets (this text)
 	@echo "Targets:"
@@ -78,3 +80,11 @@ demo: services ## Run the demo (jobpipe demo) against the local servers
 
 bench: local-services ## Run the benchmarks (no tests) with allocation counts
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TIMEOUT) $(TESTFLAGS) ./...
+
+# River's benchmark is a module of its own (bench/peers/river), so jobpipe never depends on River.
+PEER_JOBS     ?= 1000000
+PEER_DURATION ?= 60s
+ROUNDS        ?= 3
+
+bench-peers: local-services ## Compare jobpipe with River on drain and steady: each round's jobs/s ratio and the median (PEER_JOBS, PEER_DURATION, ROUNDS)
+	PEER_JOBS=$(PEER_JOBS) PEER_DURATION=$(PEER_DURATION) ROUNDS=$(ROUNDS) bench/peers/compare.sh

@@ -222,3 +222,51 @@ func TestSlotsAndFairNeedRedis(t *testing.T) {
 		t.Errorf("redisScenarios = %v", redisScenarios)
 	}
 }
+
+// --vs appends the second run's scenario, its rate and the ratio of the rates to the first's RESULT
+// line, and the second run works the job count the first reported, with the first's own flags.
+func TestVersus(t *testing.T) {
+	t.Parallel()
+	first, other := newReport("unique"), newReport("drain")
+	first.result("scenario", "unique")
+	first.result("jobs", int64(20_000))
+	first.result("jobs_per_s", 4_690.0)
+	first.result("verified", true)
+	other.result("scenario", "drain")
+	other.result("jobs_per_s", 17_103.0)
+	if err := first.Versus(other); err != nil {
+		t.Fatal(err)
+	}
+	want := "RESULT scenario=unique jobs=20000 jobs_per_s=4690 verified=true vs=drain vs_jobs_per_s=17103 ratio=0.274"
+	if got := first.ResultLine(); got != want {
+		t.Errorf("ResultLine:\n got %s\nwant %s", got, want)
+	}
+	if first.Details["vs"] == nil {
+		t.Error("the JSON details lack the second run")
+	}
+	if err := newReport("herd").Versus(other); err == nil || !strings.Contains(err.Error(), "herd reported no jobs_per_s") {
+		t.Errorf("Versus of a report without jobs_per_s: %v", err)
+	}
+	if r := ratio(1, 0); r != 0 {
+		t.Errorf("ratio over 0 = %v, want 0", r)
+	}
+
+	o := VersusOptions(Options{Scenario: "unique", Keys: 2_000, Pool: 4}, first, "drain")
+	if o.Scenario != "drain" || o.Jobs != 20_000 || o.Pool != 4 || o.Workers != 0 || o.Schema != "" {
+		t.Errorf("VersusOptions: %+v; want drain on 20000 jobs with pool 4 and drain's own defaults", o)
+	}
+
+	for _, tc := range []struct{ scenario, vs, want string }{
+		{"unique", "latency", `--vs "latency": want one of drain, slots, steady, unique`},
+		{"herd", "drain", "--vs compares jobs_per_s, which herd does not report"},
+	} {
+		if err := ValidateVersus(tc.scenario, tc.vs); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ValidateVersus(%s, %s) = %v; want %q", tc.scenario, tc.vs, err, tc.want)
+		}
+	}
+	for _, s := range RateScenarios() {
+		if ValidateVersus(s, "drain") != nil || ValidateVersus("drain", s) != nil {
+			t.Errorf("%s is a rate scenario, but --vs refuses it", s)
+		}
+	}
+}

@@ -70,7 +70,8 @@ flags (defaults in brackets):
   --keep               keep the schema at the end
   --jobs N             jobs [drain 1000000, unique 1000000, slots 1000000, herd 100000,
                        memory 20000]
-  --keys N             keys [unique 10000, slots 100, select 100000; select uses min(keys, size)]
+  --keys N             keys [unique 10000, slots 100, select 100000; select uses min(keys, size)];
+                       unique --keys equal to --jobs is one job per key (shallow keys)
   --key-limit N        slots, fair: jobs of one key running at once (jobinfo.KeyLimit) [10]
   --slow-fraction F    slots: the share of jobs whose handler sleeps --slow [0.01]
   --slow D             slots: how long a slow handler sleeps [1s]
@@ -100,7 +101,13 @@ flags (defaults in brackets):
                        minute of a bulk load (the settings table shows the server's autovacuum)
   --explain            select: print EXPLAIN (ANALYZE, BUFFERS) of the statements at the largest size
                        (always in --json)
-  --json FILE          write the whole report as JSON
+  --vs SCENARIO        then run SCENARIO (drain, slots, steady or unique) on the same database with
+                       the same flags and the job count this run reported, print its RESULT line,
+                       and append vs=SCENARIO vs_jobs_per_s=ITS_RATE ratio=THIS_RATE/ITS_RATE to this
+                       run's RESULT line (last). For drain, steady, unique and slots, whose RESULT has
+                       jobs_per_s. Both runs use --schema when given (with --keep, it holds the
+                       second run's tables)
+  --json FILE          write the whole report as JSON (with --vs, the second run's result in details.vs)
   --cpuprofile FILE    write a CPU profile of this process
   --progress D         interval of the progress lines; 0 turns them off [1s]
   --timeout D          give up after this long [30m]
@@ -118,7 +125,9 @@ func init() {
 type benchFlags struct {
 	dbURL, redisURL                      *string
 	json, cpuprofile, dispatchers, sizes string
-	opts                                 bench.Options
+	// vs is the scenario --vs compares this run with; empty for none.
+	vs   string
+	opts bench.Options
 }
 
 func (f *benchFlags) define(fs *flag.FlagSet) {
@@ -152,6 +161,7 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Lead, "lead", 0, "")
 	fs.BoolVar(&o.Explain, "explain", false, "")
 	fs.BoolVar(&o.NoAnalyze, "no-analyze", false, "")
+	fs.StringVar(&f.vs, "vs", "", "")
 	fs.StringVar(&f.json, "json", "", "")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "")
 	fs.DurationVar(&o.Progress, "progress", bench.DefaultProgress, "")
@@ -181,6 +191,13 @@ func parseBench(e *env, args []string) (*benchFlags, error) {
 			errs = append(errs, fmt.Errorf("--%s must be positive, not 0", fl.Name))
 		}
 	})
+	vsGiven := false
+	fs.Visit(func(fl *flag.Flag) { vsGiven = vsGiven || fl.Name == "vs" })
+	if vsGiven {
+		if err := bench.ValidateVersus(o.Scenario, f.vs); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if o.Dispatchers, err = parseCounts("--dispatchers", f.dispatchers); err != nil {
 		errs = append(errs, err)
 	}
@@ -197,6 +214,14 @@ func parseBench(e *env, args []string) (*benchFlags, error) {
 	}
 	if err := bench.Normalize(*o).Validate(); err != nil {
 		return nil, &usageError{err: err}
+	}
+	if f.vs != "" {
+		// The second run takes the same flags: check them for its scenario too, before the first runs.
+		vo := *o
+		vo.Scenario = f.vs
+		if err := bench.Normalize(vo).Validate(); err != nil {
+			return nil, &usageError{err: fmt.Errorf("--vs %s: %w", f.vs, err)}
+		}
 	}
 	return f, nil
 }
@@ -262,16 +287,42 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	var other *bench.Report
+	if f.vs != "" {
+		if other, err = runVersus(ctx, e, f, report); err != nil {
+			return err
+		}
+	}
 	if f.json != "" {
 		if err := writeBenchJSON(f.json, report); err != nil {
 			return err
 		}
 	}
+	if other != nil {
+		other.Print(e.Stdout, f.opts.Explain)
+	}
 	report.Print(e.Stdout, f.opts.Explain)
-	if report.Failed() {
-		return fmt.Errorf("bench %s: the accounting failed: %s", report.Scenario, strings.Join(report.Failures, "; "))
+	for _, r := range []*bench.Report{other, report} {
+		if r != nil && r.Failed() {
+			return fmt.Errorf("bench %s: the accounting failed: %s", r.Scenario, strings.Join(r.Failures, "; "))
+		}
 	}
 	return nil
+}
+
+// runVersus runs the scenario of --vs after first, on the same job count, and appends the
+// comparison to first's RESULT pairs. When the second run cannot finish, first's report is printed
+// before the error, so its figures are not lost.
+func runVersus(ctx context.Context, e *env, f *benchFlags, first *bench.Report) (*bench.Report, error) {
+	other, err := bench.Run(ctx, bench.VersusOptions(f.opts, first, f.vs))
+	if err == nil {
+		err = first.Versus(other)
+	}
+	if err != nil {
+		first.Print(e.Stdout, f.opts.Explain)
+		return nil, fmt.Errorf("bench %s --vs %s: %w", first.Scenario, f.vs, err)
+	}
+	return other, nil
 }
 
 func writeBenchJSON(path string, r *bench.Report) error {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,6 +108,39 @@ func TestBenchUnique(t *testing.T) {
 		"scenario", "jobs", "keys", "redis_nodes", "jobs_per_s", "max_per_key", "out_of_order", "lock_taken")
 	if p["max_per_key"] != "1" || p["out_of_order"] != "0" || p["keys"] != "50" {
 		t.Errorf("RESULT: %v", p)
+	}
+}
+
+// --vs drain after unique with one job per key (shallow keys): drain runs next on the same job
+// count, its RESULT line comes before unique's, and unique's ends with the comparison.
+func TestBenchVersusDrain(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	stdout := runBenchCLI(t, "unique", "--jobs", "1500", "--keys", "1500", "--vs", "drain", "--redis-url", strings.Join(r.Addrs, ","))
+	p := resultLine(t, stdout, "scenario", "jobs", "keys", "jobs_per_s", "vs", "vs_jobs_per_s", "ratio")
+	if p["scenario"] != "unique" || p["jobs"] != "1500" || p["keys"] != "1500" || p["max_per_key"] != "1" || p["vs"] != "drain" {
+		t.Errorf("RESULT: %v", p)
+	}
+	var drain map[string]string
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(line, "RESULT scenario=drain ") {
+			if drain != nil {
+				t.Fatalf("two drain RESULT lines:\n%s", stdout)
+			}
+			drain = resultLine(t, line, "jobs", "jobs_per_s")
+		}
+	}
+	if drain == nil {
+		t.Fatalf("no RESULT line of drain:\n%s", stdout)
+	}
+	if drain["jobs"] != "1500" || drain["jobs_per_s"] != p["vs_jobs_per_s"] {
+		t.Errorf("drain's RESULT %v; want 1500 jobs and jobs_per_s %s", drain, p["vs_jobs_per_s"])
+	}
+	mine, _ := strconv.ParseFloat(p["jobs_per_s"], 64)
+	theirs, _ := strconv.ParseFloat(p["vs_jobs_per_s"], 64)
+	got, err := strconv.ParseFloat(p["ratio"], 64)
+	if err != nil || theirs <= 0 || math.Abs(got-mine/theirs) > 0.0005 {
+		t.Errorf("ratio=%s; want jobs_per_s / vs_jobs_per_s = %v / %v", p["ratio"], mine, theirs)
 	}
 }
 
@@ -290,6 +324,9 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"memory", "--jobs", "100"}, "--jobs (100) and --workers (2000) must be at least --inflight (2000)"},
 		{[]string{"memory", "--inflight", "50", "--workers", "10"}, "--workers (10) must be at least --inflight (50)"},
 		{[]string{"drain", "--nosuch"}, "flag provided but not defined: -nosuch"},
+		{[]string{"unique", "--vs", "latency"}, `--vs "latency": want one of drain, slots, steady, unique (the scenarios that report jobs_per_s)`},
+		{[]string{"drain", "--vs", ""}, `--vs "": want one of drain, slots, steady, unique`},
+		{[]string{"herd", "--vs", "drain"}, "--vs compares jobs_per_s, which herd does not report: use it after one of drain, slots, steady, unique"},
 	} {
 		code, stdout, stderr := runCLI(t, append([]string{"bench"}, tc.args...)...)
 		if code != 2 || stdout != "" || !strings.HasPrefix(stderr, "jobpipe bench: ") || !strings.Contains(stderr, tc.want) ||
@@ -311,7 +348,7 @@ func TestBenchHelp(t *testing.T) {
 		t.Errorf("help bench: exit %d\n%s", code, stdout)
 	}
 	for _, want := range []string{"drain|steady|unique|slots|fair|herd|select|latency|memory", ">= 30,000 jobs/s", "--spawn-redis N",
-		"--rate N", "--inflight N", "enqueue-to-start p99 <= 20 ms, end-to-end p99 <= 50 ms", "RSS <= 100 MiB",
+		"--rate N", "--inflight N", "--vs SCENARIO", "one job per key (shallow keys)", "enqueue-to-start p99 <= 20 ms, end-to-end p99 <= 50 ms", "RSS <= 100 MiB",
 		"[herd 1,3,5,7,10; others 1]", "--key-limit N", "--big-jobs N", "--small-keys N", ">= 80% of unique's jobs/s"} {
 		if !strings.Contains(benchUsage, want) {
 			t.Errorf("the usage lacks %q", want)
