@@ -25,12 +25,10 @@ type finishReq struct {
 // maxFinishBatch bounds one finish statement.
 const maxFinishBatch = 500
 
-// finishStatements is how many finish statements of a kind without a key may be in flight at once.
-// Each waits for its commit to be flushed to disk; with two, one batch gathers and commits while the
-// other does, which keeps a busy kind from being held to one commit at a time. A keyed kind's finishes
-// always notify, and PostgreSQL commits notifying transactions one at a time: a second statement
-// would only halve the batches (measured: 1M unique jobs, twice the finish statements at 1.3 times
-// the time each), so a keyed kind keeps one.
+// finishStatements is how many finish statements of a kind may be in flight at once. Each waits for
+// its commit to be flushed to disk; with two, one batch gathers and commits while the other does,
+// which keeps a busy kind from being held to one commit at a time. A key run waits for its job's
+// finish before its next job starts, so the same holds for keyed kinds.
 const finishStatements = 2
 
 // finisher writes outcomes in batches: while a statement runs, the next batch gathers, so a busy
@@ -47,12 +45,8 @@ func newFinisher(k *kindRunner) *finisher {
 
 // start runs the finisher's statement loops until reqs is closed and drained.
 func (f *finisher) start() {
-	statements := finishStatements
-	if f.k.keyed {
-		statements = 1
-	}
 	var loops sync.WaitGroup
-	for range statements {
+	for range finishStatements {
 		loops.Go(f.run)
 	}
 	go func() {
@@ -193,23 +187,40 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 	defer rows.Close()
 	f := finished{ok: make(map[int64]bool, n)}
 	for rows.Next() {
-		var id int64
-		fds, raw := rows.FieldDescriptions(), rows.RawValues()
-		if err := rows.Conn().TypeMap().Scan(fds[0].DataTypeOID, fds[0].Format, raw[0], &id); err != nil {
+		m, fds, raw := rows.Conn().TypeMap(), rows.FieldDescriptions(), rows.RawValues()
+		if !k.keyed {
+			var id int64
+			if err := m.Scan(fds[0].DataTypeOID, fds[0].Format, raw[0], &id); err != nil {
+				return finished{}, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)
+			}
+			f.ok[id] = true
+			continue
+		}
+		// See finishRunSQL for the columns.
+		if raw[0] != nil {
+			var done []int64
+			if err := m.Scan(fds[0].DataTypeOID, fds[0].Format, raw[0], &done); err != nil {
+				return finished{}, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)
+			}
+			for _, id := range done {
+				f.ok[id] = true
+			}
+		}
+		if raw[2] == nil {
+			continue
+		}
+		var prev int64
+		if err := m.Scan(fds[2].DataTypeOID, fds[2].Format, raw[2], &prev); err != nil {
 			return finished{}, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)
 		}
-		f.ok[id] = true
-		// Columns 2 on: the id of the job a run's next job follows, then the claim's columns.
-		if k.keyed && raw[2] != nil {
-			c, err := k.scanClaim(rows, 3, sent)
-			if err != nil {
-				return finished{}, err
-			}
-			if f.next == nil {
-				f.next = map[int64]*claimed{}
-			}
-			f.next[id] = c
+		c, err := k.scanClaim(rows, 3, sent)
+		if err != nil {
+			return finished{}, err
 		}
+		if f.next == nil {
+			f.next = map[int64]*claimed{}
+		}
+		f.next[prev] = c
 	}
 	return f, rows.Err()
 }

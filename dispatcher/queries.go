@@ -304,8 +304,11 @@ SELECT id, (SELECT pg_notify(%[12]s, %[13]s) WHERE $6) IS NULL FROM done`,
 // runs at their next job even when no claim pass reads them. The finished rows still hold their slots in the statement's snapshot,
 // so they count as running, and each next row takes its predecessor's slot only after the
 // predecessor's update gave it up (nxt reads done), which the running-slots index checks as usual.
-// Each row returned is a finished job, then the columns of the next job claimed for it, NULL when
-// none. A key whose run ended, or a job that goes back to wait, notifies the kind's channel.
+// It returns a row per job claimed, or one row if none was: the ids of the finished jobs whose fence
+// held (an array, in the first row only), the notification's column, then the id of the finished job
+// the claim follows and the claim's columns (NULL when none). Joining the claims to the finished
+// jobs instead would be planned as a nested loop over both, quadratic in the batch. A key whose run
+// ended, or a job that goes back to wait, notifies the kind's channel.
 func finishRunSQL(info *jobinfo.Info, table, onConflict string, quoted []string) string {
 	var keyCols, tKeyCols []string
 	for _, k := range info.Key {
@@ -352,8 +355,9 @@ nxt AS (
 claimed AS (
 	UPDATE %[1]s t SET %[23]s FROM nxt WHERE t.id = nxt.id AND %[24]s
 	RETURNING nxt.prev, %[25]s)
-SELECT d.id, (SELECT pg_notify(%[12]s, %[13]s) WHERE $6 OR (SELECT count(*) FROM runs) > (SELECT count(*) FROM claimed)) IS NULL, c.*
-FROM done d LEFT JOIN claimed c ON c.prev = d.id`,
+SELECT CASE WHEN c.prev IS NULL OR c.prev = (SELECT min(prev) FROM claimed) THEN (SELECT array_agg(id) FROM done) END,
+	(SELECT pg_notify(%[12]s, %[13]s) WHERE $6 OR (SELECT count(*) FROM runs) > (SELECT count(*) FROM claimed)) IS NULL, c.*
+FROM (SELECT) one LEFT JOIN claimed c ON true`,
 		table, outProcessed, outRunAgain, outFailed, outRetry, outSnooze, outRelease, stillRunning,
 		strings.Join(quoted, ", "), "s."+strings.Join(quoted, ", s."), onConflict,
 		quote(uniqueness.NotifyChannel), quote(info.Name), neverRanAgain(info, table),
