@@ -167,13 +167,19 @@ func TestKeyRunEndsWhenItsLimitsChange(t *testing.T) {
 		change, undo func(ctx context.Context, b *runBundle, kind string) error
 	}{
 		{"key paused", 1,
-			func(ctx context.Context, b *runBundle, kind string) error { return limits.PauseKey(ctx, b.db, kind, "1") },
-			func(ctx context.Context, b *runBundle, kind string) error { return limits.ResumeKey(ctx, b.db, kind, "1") }},
+			func(ctx context.Context, b *runBundle, kind string) error {
+				return limits.PauseKey(ctx, b.db, kind, "1")
+			},
+			func(ctx context.Context, b *runBundle, kind string) error {
+				return limits.ResumeKey(ctx, b.db, kind, "1")
+			}},
 		{"kind paused", 1,
 			func(ctx context.Context, b *runBundle, kind string) error { return limits.Pause(ctx, b.db, kind) },
 			func(ctx context.Context, b *runBundle, kind string) error { return limits.Resume(ctx, b.db, kind) }},
 		{"key limit lowered", 2,
-			func(ctx context.Context, b *runBundle, kind string) error { return limits.SetKeyLimit(ctx, b.db, kind, 1) },
+			func(ctx context.Context, b *runBundle, kind string) error {
+				return limits.SetKeyLimit(ctx, b.db, kind, 1)
+			},
 			nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
