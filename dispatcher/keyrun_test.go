@@ -302,3 +302,50 @@ func TestKeyRunHoldsItsKeyWhenRedisForgetsTheLock(t *testing.T) {
 		}
 	}
 }
+
+// A run's finish that waits past the lock's validity (here the key's next row is locked elsewhere
+// for longer than the lease) does not start the next job on a lapsed lock: the run renews it first,
+// or, the lock having expired, gives the job back unrun. The job then starts afresh, on its first
+// attempt, with no lease lost.
+func TestKeyRunRenewsItsLockAfterASlowFinish(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("run_slow_finish")
+	createKind(t, b.db, kind)
+	enqueueSeq(t, b, kind, repeatKey(1, 2)...)
+	held := make(chan error, 1)
+	cfg := b.cfg
+	cfg.LeaseTTL, cfg.HeartbeatInterval = time.Second, 300*time.Millisecond
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+			if j.Data.Seq != 0 {
+				return nil
+			}
+			// Hold the key's next row for 1.5 s from another transaction: the finish that claims it waits.
+			tx, err := b.db.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "SELECT 1 FROM run_slow_finish WHERE seq = 1 FOR UPDATE"); err != nil {
+				return err
+			}
+			go func() {
+				time.Sleep(1500 * time.Millisecond)
+				held <- tx.Commit(context.Background())
+			}()
+			return nil
+		})
+	})
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both processed", 10*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "run_slow_finish", "processed_at IS NOT NULL") == 2, nil
+	})
+	if n := countWhere(t, b.db, "run_slow_finish", "attempts_made <> 1"); n != 0 {
+		t.Errorf("%d jobs took more than one attempt", n)
+	}
+	if s := d.Stats(); s.LeasesLost != 0 || s.Processed != 2 {
+		t.Errorf("stats %+v: want 2 processed and no lease lost", s)
+	}
+}
