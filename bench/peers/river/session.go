@@ -346,7 +346,9 @@ func (s *session) settings(ctx context.Context) {
 		r.setting("insert_batch", insertBatch)
 	}
 	r.setting("pool_max_conns", s.pool.Config().MaxConns)
-	r.setting("analyze_after_load", !s.opts.noAnalyze)
+	if s.opts.scenario != "rate" { // rate loads nothing before it starts
+		r.setting("analyze_after_load", !s.opts.noAnalyze)
+	}
 }
 
 // moduleVersion is the version of a module the binary was built with.
