@@ -349,3 +349,50 @@ func TestKeyRunRenewsItsLockAfterASlowFinish(t *testing.T) {
 		t.Errorf("stats %+v: want 2 processed and no lease lost", s)
 	}
 }
+
+// Many runs of keys with ten slots each, finishing in batches two statements at a time: every job
+// is worked once and recorded, without a statement waiting on another's row locks (a finish that
+// waited past the lease would leave its jobs to the rescue, as stale finishes) and without more
+// than ten of a key at once.
+func TestKeyRunsOfSlotKeys(t *testing.T) {
+	t.Parallel()
+	const keys, jobs = 50, 5000
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("run_slot_keys", jobinfo.KeyLimit(10))
+	createKind(t, b.db, kind)
+	var order []int64
+	for i := range jobs {
+		order = append(order, int64(i%keys))
+	}
+	enqueueSeq(t, b, kind, order...)
+	w := newKeyWatch()
+	cfg := b.cfg
+	cfg.Concurrency = 500
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+			w.enter(j.Data.BlogID, j.Data.Seq)
+			defer w.leave(j.Data.BlogID)
+			if j.Data.Seq%50 == 7 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			return nil
+		})
+	})
+	waitFor(t, "all processed", 60*time.Second, func() (bool, error) {
+		return d.Stats().Processed == jobs, nil
+	})
+	s := d.Stats()
+	if s.StaleFinishes != 0 || s.Rescued != 0 || s.LeasesLost != 0 || s.RunClaimed == 0 {
+		t.Errorf("stats %+v: want no stale finish, rescue or lost lease, and jobs claimed by runs", s)
+	}
+	if n := countWhere(t, b.db, "run_slot_keys", "processed_at IS NOT NULL AND attempts_made = 1"); n != jobs {
+		t.Errorf("%d of %d jobs processed on their first attempt", n, jobs)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, n := range w.maxSeen {
+		if n > 10 {
+			t.Errorf("key %d: %d jobs at once, over its 10 slots", k, n)
+		}
+	}
+}
