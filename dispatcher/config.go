@@ -40,12 +40,6 @@ type Config struct {
 	StartWithoutLockQuorum bool
 	// RedisPrefix prefixes every lock key. Default "jobpipe:lock:".
 	RedisPrefix string
-	// DisableLockPipelining sends each lock command on a round trip of its own
-	// (execlock.Config.DisablePipelining). By default the lock commands of all this dispatcher's
-	// claims and workers go to each node in automatic pipelines: the queue locks of a claim pass
-	// share a round trip or two, which makes keyed kinds markedly faster under load
-	// (docs/benchmarks.md, "Lock pipelining").
-	DisableLockPipelining bool
 	// NodeName names this dispatcher in leases, locks and logs. Default hostname:pid.
 	NodeName string
 	// Concurrency is how many jobs of one kind run at once in this dispatcher, unless the kind sets

@@ -89,7 +89,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 		k.lost = fmt.Errorf("%w: %s: validity ended at %s", ErrLost, k.key, until.Format(time.RFC3339Nano))
 		return k.lost
 	}
-	callCtx, cancel := context.WithTimeout(ctx, k.locker.cfg.CallTimeout)
+	callCtx, cancel := k.locker.callContext(ctx)
 	defer cancel()
 	ok, err := k.m.ExtendContext(callCtx)
 	if ok {
@@ -141,7 +141,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	}
 	k.released = true
 	k.until.Store(nil)
-	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.locker.cfg.CallTimeout)
+	callCtx, cancel := k.locker.callContext(context.WithoutCancel(ctx))
 	defer cancel()
 	ok, err := k.m.UnlockContext(callCtx)
 	st := &k.locker.stats
@@ -151,7 +151,13 @@ func (k *Lock) Release(ctx context.Context) error {
 	}
 	st.releaseFailed.Add(1)
 	t := tallyOf(err)
-	if k.lost != nil || t.failed == 0 || t.taken+t.expired >= k.locker.quorum {
+	unknown := t.failed
+	if t.early {
+		unknown = t.untaken(len(k.locker.cfg.Nodes))
+	}
+	deadline, _ := callCtx.Deadline()
+	k.locker.janitor.add(unknown, k.key, k.value, deadline)
+	if k.lost != nil || len(t.failed) == 0 || len(t.taken)+t.expired >= k.locker.quorum {
 		return fmt.Errorf("%w: %s was no longer held when released: %w", ErrLost, k.key, err)
 	}
 	return fmt.Errorf("%w: release %s (retried in the background; it expires within its TTL anyway): %w",
