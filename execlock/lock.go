@@ -109,9 +109,8 @@ func (k *Lock) extendError(err error) error {
 	var taken *redsync.ErrTaken
 	switch {
 	case errors.As(err, &taken):
-		// The touch script found another value, or none, on a quorum of nodes. Our value does
-		// not come back: Extend never sets a key, and the SET NX commands of the acquisition
-		// ended within CallTimeout of it.
+		// A quorum of nodes holds another value, or none. Ours does not come back there:
+		// Extend never sets a key.
 		k.lost = fmt.Errorf("%w: %s: not held on %d of %d nodes any more (expired, or taken by another): %w",
 			ErrLost, k.key, len(taken.Nodes), len(k.locker.cfg.Nodes), err)
 		return k.lost
