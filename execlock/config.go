@@ -36,8 +36,8 @@ type Config struct {
 	// a majority of them, the quorum, hold it. Build them with NewClient or NewClients: each
 	// must have ContextTimeoutEnabled, or a stalled node could hold a call past its deadline.
 	// New adds a hook to each that runs the Locker's own commands to their deadline even when
-	// their call returned first (other commands are left as they are). The Locker does not close
-	// them. Required.
+	// their call returned first, and keeps a lock's later commands on a node behind its acquire
+	// there (other commands pass unchanged). The Locker does not close them. Required.
 	Nodes []*redis.Client
 	// Prefix starts every lock key. Default DefaultPrefix ("jobpipe:lock:").
 	Prefix string

@@ -34,21 +34,21 @@
 // Every call is bounded by Config.CallTimeout, also when nodes are down or stalled: the calls'
 // contexts have that deadline, and [NewClient] builds clients that apply it to socket I/O
 // (ContextTimeoutEnabled, which [New] requires). redsync's WithFailFast returns as soon as a
-// quorum has decided, so one stopped node of three costs nothing. Fail-fast cancels the round's
-// context, and go-redis then drops the commands to the other nodes that had not yet got a
-// connection; a hook New adds to each client runs the Locker's commands to their deadline instead,
-// so a lock and its extensions reach every node that answers.
+// quorum has decided, so one stopped node of three costs nothing. The commands to the other nodes
+// are then still on their way. A hook New adds to each client runs them to their deadline, since
+// go-redis would drop those not yet on a connection once fail-fast cancels the round: so a lock and
+// its extensions reach every node that answers. The hook also keeps a lock's commands on each node
+// in order, so that neither a failed attempt's clean-up nor a release overtakes its SET NX there.
 //
 // # Clean-up
 //
 // After an acquire that failed, the Locker sends its own compare-and-delete (a Lua script of its
 // own: delete the key only if it holds the lock's value) to every node that did not refuse it;
-// after a release that failed, to the nodes that did not answer (or that fail-fast did not wait
-// for). A janitor retries it until the node answers, then sends it once more a short while later:
-// a stalled node that resumes runs what was written to it meanwhile in no set order, so an old SET
-// NX can land after the first delete. [Locker.Close] stops the janitor. A release that succeeded
-// does not say which nodes answered, so a stalled minority node may keep its value until the TTL;
-// that never blocks a quorum.
+// after a release, to the nodes that did not answer it (or that fail-fast did not wait for, when
+// it failed) and to those that never answered the acquire's SET NX. A janitor retries it until
+// the node answers, then sends it once more a short while later: a stalled node that resumes runs
+// what was written to it meanwhile in no set order, so an old SET NX can land after the first
+// delete. [Locker.Close] stops the janitor.
 //
 // # What a lock does not promise
 //

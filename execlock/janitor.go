@@ -3,6 +3,7 @@ package execlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,8 +57,8 @@ func newJanitor(nodes []*redis.Client, interval time.Duration) *janitor {
 func (j *janitor) add(nodes []int, key, value string, due time.Time) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for _, n := range nodes {
-		if !j.closed && len(j.pending) < maxPendingDeletes {
+	for i, n := range nodes {
+		if !j.closed && len(j.pending) < maxPendingDeletes && !slices.Contains(nodes[:i], n) {
 			j.pending = append(j.pending, pendingDelete{node: n, key: key, value: value, due: due,
 				giveUp: due.Add(janitorHorizon)})
 		}

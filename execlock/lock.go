@@ -25,12 +25,13 @@ type Lock struct {
 
 	mu       sync.Mutex // serialises calls on m: a redsync Mutex is not safe for concurrent use
 	m        *redsync.Mutex
+	track    *lockTrack
 	lost     error // set once the lock is known to be lost for good; Extend then returns it
 	released bool
 }
 
-func newLock(l *Locker, m *redsync.Mutex, typ lockType, slot int, ttl time.Duration) *Lock {
-	k := &Lock{locker: l, typ: typ, key: m.Name(), value: m.Value(), slot: slot, ttl: ttl, m: m}
+func newLock(l *Locker, m *redsync.Mutex, track *lockTrack, typ lockType, slot int, ttl time.Duration) *Lock {
+	k := &Lock{locker: l, typ: typ, key: m.Name(), value: m.Value(), slot: slot, ttl: ttl, m: m, track: track}
 	k.setUntil(m.Until())
 	return k
 }
@@ -89,7 +90,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 		k.lost = fmt.Errorf("%w: %s: validity ended at %s", ErrLost, k.key, until.Format(time.RFC3339Nano))
 		return k.lost
 	}
-	callCtx, cancel := k.locker.callContext(ctx)
+	callCtx, cancel := k.locker.callContext(ctx, k.track, false)
 	defer cancel()
 	ok, err := k.m.ExtendContext(callCtx)
 	if ok {
@@ -140,22 +141,25 @@ func (k *Lock) Release(ctx context.Context) error {
 	}
 	k.released = true
 	k.until.Store(nil)
-	callCtx, cancel := k.locker.callContext(context.WithoutCancel(ctx))
+	callCtx, cancel := k.locker.callContext(context.WithoutCancel(ctx), k.track, false)
 	defer cancel()
 	ok, err := k.m.UnlockContext(callCtx)
+	// The janitor deletes the value where the acquire's SET NX has not been answered (it may run
+	// after the release's delete) and where the release did not answer or was not waited for.
+	unknown, t := k.track.unsettled(), tallyOf(err)
+	if !ok && t.early {
+		unknown = append(unknown, t.untaken(len(k.locker.cfg.Nodes))...)
+	} else if !ok {
+		unknown = append(unknown, t.failed...)
+	}
+	deadline, _ := callCtx.Deadline()
+	k.locker.janitor.add(unknown, k.key, k.value, deadline)
 	st := &k.locker.stats
 	if ok {
 		st.released.Add(1)
 		return nil
 	}
 	st.releaseFailed.Add(1)
-	t := tallyOf(err)
-	unknown := t.failed
-	if t.early {
-		unknown = t.untaken(len(k.locker.cfg.Nodes))
-	}
-	deadline, _ := callCtx.Deadline()
-	k.locker.janitor.add(unknown, k.key, k.value, deadline)
 	if k.lost != nil || len(t.failed) == 0 || len(t.taken)+t.expired >= k.locker.quorum {
 		return fmt.Errorf("%w: %s was no longer held when released: %w", ErrLost, k.key, err)
 	}

@@ -41,12 +41,13 @@ func New(cfg *Config) (*Locker, error) {
 		return nil, err
 	}
 	c.Nodes = slices.Clone(c.Nodes) // the caller may reuse its slice
+	l := &Locker{cfg: c, quorum: len(c.Nodes)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout)}
 	pools := make([]rsredis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
-		n.AddHook(carryHook{})
+		n.AddHook(callHook{locker: l, node: i})
 		pools[i] = goredis.NewPool(n)
 	}
-	l := &Locker{cfg: c, rs: redsync.New(pools...), quorum: len(pools)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout)}
+	l.rs = redsync.New(pools...)
 	l.queueOpts, l.execOpts = l.mutexOptions(c.QueueTTL), l.mutexOptions(c.ExecTTL)
 	return l, nil
 }
@@ -157,7 +158,8 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	m := l.rs.NewMutex(name, append(slices.Clip(opts),
 		redsync.WithGenValueFunc(func() (string, error) { return value, nil }))...)
 	// The whole call, including redsync's clean-up round after a failed attempt.
-	callCtx, cancel := l.callContext(ctx)
+	track := newLockTrack(len(l.cfg.Nodes))
+	callCtx, cancel := l.callContext(ctx, track, true)
 	defer cancel()
 	if err := m.TryLockContext(callCtx); err != nil {
 		// redsync's clean-up round does not say where it deleted, and its delete can pass the
@@ -168,7 +170,7 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 		return nil, l.acquireError(ctx, name, err)
 	}
 	l.stats.acquired.Add(1)
-	return newLock(l, m, typ, slot, ttl), nil
+	return newLock(l, m, track, typ, slot, ttl), nil
 }
 
 // acquireError translates redsync's answer to a failed attempt.

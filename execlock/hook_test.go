@@ -9,10 +9,10 @@ import (
 )
 
 // TestLocksReachEveryNode takes and releases many locks on three nodes, through two Lockers that
-// share the clients (so each client has two hooks). redsync's fail-fast round returns once two
-// nodes have answered and an acquire then cancels its round's context; without carryHook about
-// one lock in fifty never reached the third node. Each lock must reach every node, and each
-// release must leave none.
+// share the clients (each client has a hook of each, and each hook lets the other's calls be).
+// redsync's fail-fast round returns once two nodes have answered and an acquire then cancels its
+// round's context; without callHook about one lock in fifty never reached the third node. Each
+// lock must reach every node, and each release must leave none.
 func TestLocksReachEveryNode(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 3, nil)
