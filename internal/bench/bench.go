@@ -96,7 +96,6 @@ func (s *session) settings(ctx context.Context) {
 	if s.redis != nil {
 		r.setting("redis_nodes", len(s.redis.nodes))
 		r.setting("redis_spawned", len(s.redis.procs) > 0)
-		r.setting("lock_pipelining", "default (on)") // the dispatchers' DisableLockPipelining is unset
 	}
 	r.setting("workers_per_dispatcher", o.Workers)
 	r.setting("claim_batch", o.ClaimBatch)
