@@ -26,7 +26,7 @@ func (k *kindRunner) work(c *claimed) {
 		}
 		k.freeSlot(c) // if no outcome was written: a RegisterTx success
 		k.finishing.Add(-1)
-		k.signal() // the bound on outcomes being written has room again (see produce)
+		k.workerFreed() // the bound on outcomes being written has room again (see produce)
 		k.d.workers.Done()
 	}()
 	k.observeStart(c)
@@ -225,7 +225,7 @@ func (k *kindRunner) freeSlot(c *claimed) {
 	c.slotFreed = true
 	k.finishing.Add(1)
 	<-k.sem
-	k.signal() // a slot of this dispatcher is free
+	k.workerFreed() // a slot of this dispatcher is free
 }
 
 func (k *kindRunner) releaseQueueLock(c *claimed) {
