@@ -198,8 +198,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	}
 	d.cancelJobs(ErrShutdown)
 	for _, k := range d.kinds {
-		close(k.fin.reqs)
-		<-k.fin.done
+		k.fin.close()
 	}
 	if d.locker != nil {
 		d.locker.Close() // ends its background clean-up of lock deletes; the clients stay the caller's

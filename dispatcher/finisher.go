@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -35,21 +36,34 @@ const finishStatements = 2
 
 // finisher writes outcomes in batches: while a statement runs, the next batch gathers, so a busy
 // kind commits many jobs at once and an idle one commits each at once.
+//
+// A keyed kind's outcomes go to the statement loop of their key (lanes): the finish statements in
+// flight at once then never hold runs of the same key, which would take the key's next jobs from one
+// another, ending the runs that lose (see finishRunSQL). A plain kind's share one lane.
 type finisher struct {
-	k    *kindRunner
-	reqs chan finishReq
-	done chan struct{} // closed once every statement has returned after reqs was closed
+	k     *kindRunner
+	lanes []chan finishReq
+	done  chan struct{} // closed once every statement has returned after close
 }
 
 func newFinisher(k *kindRunner) *finisher {
-	return &finisher{k: k, reqs: make(chan finishReq, maxFinishBatch), done: make(chan struct{})}
+	f := &finisher{k: k, done: make(chan struct{})}
+	lanes := 1
+	if k.keyed {
+		lanes = finishStatements
+	}
+	for range lanes {
+		f.lanes = append(f.lanes, make(chan finishReq, maxFinishBatch))
+	}
+	return f
 }
 
-// start runs the finisher's statement loops until reqs is closed and drained.
+// start runs the finisher's statement loops until close and every lane is drained.
 func (f *finisher) start() {
 	var loops sync.WaitGroup
-	for range finishStatements {
-		loops.Go(f.run)
+	for i := range finishStatements {
+		lane := f.lanes[i%len(f.lanes)]
+		loops.Go(func() { f.run(lane) })
 	}
 	go func() {
 		loops.Wait()
@@ -57,14 +71,33 @@ func (f *finisher) start() {
 	}()
 }
 
-func (f *finisher) run() {
+// submit queues req, on its key's lane.
+func (f *finisher) submit(req finishReq, key string) {
+	lane := 0
+	if len(f.lanes) > 1 {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(key))
+		lane = int(h.Sum32() % uint32(len(f.lanes)))
+	}
+	f.lanes[lane] <- req
+}
+
+// close ends the loops once they have written what was submitted.
+func (f *finisher) close() {
+	for _, lane := range f.lanes {
+		close(lane)
+	}
+	<-f.done
+}
+
+func (f *finisher) run(reqs chan finishReq) {
 	batch := make([]finishReq, 0, maxFinishBatch)
-	for req := range f.reqs {
+	for req := range reqs {
 		batch = append(batch[:0], req)
 	gather:
 		for len(batch) < maxFinishBatch {
 			select {
-			case r, ok := <-f.reqs:
+			case r, ok := <-reqs:
 				if !ok {
 					break gather
 				}
@@ -263,7 +296,7 @@ func (k *kindRunner) finishAndContinue(c *claimed, out outcome, errText string, 
 	if slot >= 0 {
 		req.next = make(chan *claimed, 1)
 	}
-	k.fin.reqs <- req
+	k.fin.submit(req, c.key)
 	if req.next != nil {
 		next = <-req.next
 	}

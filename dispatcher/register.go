@@ -66,8 +66,8 @@ type kindRunner struct {
 	// makes the producer look for work only while the kind has more due than it could take (see
 	// produce); otherwise each job's end would cost a claim that finds nothing.
 	freed chan struct{}
-	sem  chan struct{} // one token per running job
-	fin  *finisher
+	sem   chan struct{} // one token per running job
+	fin   *finisher
 }
 
 // Register adds a kind and its handler. Call it before Start; each kind once.
