@@ -6,8 +6,9 @@
 #   GOFLAGS    passed to every go command through the environment
 #   FAULTSFLAGS extra go test flags for test-faults, e.g. FAULTSFLAGS='-run TestFault09 -v'
 #   FUZZTIME   how long fuzz runs each fuzz target                        (default 10s)
-#   PEER_JOBS, PEER_DURATION, ROUNDS  bench-peers: drain's jobs, steady's window, rounds
-#              (defaults 1000000, 60s, 3)
+#   PEER_SCENARIOS, PEER_JOBS, PEER_DURATION, PEER_RATE, PEER_RATE_DURATION, ROUNDS  bench-peers:
+#              the scenarios, drain's jobs, steady's window, rate's jobs/s and how long, rounds
+#              (defaults "drain steady rate", 1000000, 60s, 600, 5m, 3)
 #
 # How the tests find PostgreSQL and Redis (TEST_DATABASE_URL/TEST_REDIS_URL, local servers, or
 # testcontainers) is described in internal/testenv/doc.go.
@@ -82,9 +83,13 @@ bench: local-services ## Run the benchmarks (no tests) with allocation counts
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TIMEOUT) $(TESTFLAGS) ./...
 
 # River's benchmark is a module of its own (bench/peers/river), so jobpipe never depends on River.
-PEER_JOBS     ?= 1000000
-PEER_DURATION ?= 60s
-ROUNDS        ?= 3
+PEER_SCENARIOS     ?= drain steady rate
+PEER_JOBS          ?= 1000000
+PEER_DURATION      ?= 60s
+PEER_RATE          ?= 600
+PEER_RATE_DURATION ?= 5m
+ROUNDS             ?= 3
 
-bench-peers: local-services ## Compare jobpipe with River on drain and steady: each round's jobs/s ratio and the median (PEER_JOBS, PEER_DURATION, ROUNDS)
-	PEER_JOBS=$(PEER_JOBS) PEER_DURATION=$(PEER_DURATION) ROUNDS=$(ROUNDS) bench/peers/compare.sh
+bench-peers: local-services ## Compare jobpipe with River: jobs/s ratios (drain, steady), CPU-per-job ratios and p99s (rate), medians (PEER_SCENARIOS, PEER_JOBS, PEER_DURATION, PEER_RATE, PEER_RATE_DURATION, ROUNDS)
+	PEER_SCENARIOS="$(PEER_SCENARIOS)" PEER_JOBS=$(PEER_JOBS) PEER_DURATION=$(PEER_DURATION) PEER_RATE=$(PEER_RATE) \
+		PEER_RATE_DURATION=$(PEER_RATE_DURATION) ROUNDS=$(ROUNDS) bench/peers/compare.sh

@@ -196,15 +196,9 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx *claimTx, n, keyLimit in
 
 // lockParallelism is how many heads' queue locks a claim pass takes at once. Each lock is a round trip
 // to the Redis nodes; a pass over 100 heads taking them one after another would hold its row locks
-// for 100 round trips. Without pipelining, more at once only queue for the client's connections
-// (BenchmarkJobLockCycle: 128 at once did fewer cycles than 16). By default (unless
-// Config.DisableLockPipelining) the Locker pipelines the commands of concurrent calls, so the locks
-// of a whole pass share a few round trips, and a small limit would only make a pass wait for several
-// of them in turn (docs/benchmarks.md, "Queue locks per pass").
-const (
-	lockParallelism          = 16
-	pipelinedLockParallelism = 128
-)
+// for 100 round trips. More at once only queue for the client's connections (BenchmarkJobLockCycle:
+// 128 at once did fewer cycles than 16; docs/benchmarks.md, "Queue locks per pass").
+const lockParallelism = 16
 
 // lockHeads takes a queue lock for each head, all heads at once (up to the pass's parallelism), and
 // returns them by head (nil where none was taken). Each head first tries the free slot its position
@@ -231,11 +225,7 @@ func (k *kindRunner) lockHeads(ctx context.Context, heads []head) []*execlock.Lo
 	}
 	close(next)
 	var wg sync.WaitGroup
-	parallel := lockParallelism
-	if !k.d.cfg.DisableLockPipelining {
-		parallel = pipelinedLockParallelism
-	}
-	for range min(parallel, len(heads)) {
+	for range min(lockParallelism, len(heads)) {
 		wg.Go(func() {
 			for i := range next {
 				lock, err := k.lockSlot(ctx, heads[i], first[i], reserved[heads[i].key])

@@ -40,12 +40,6 @@ type Config struct {
 	StartWithoutLockQuorum bool
 	// RedisPrefix prefixes every lock key. Default "jobpipe:lock:".
 	RedisPrefix string
-	// DisableLockPipelining sends each lock command on a round trip of its own
-	// (execlock.Config.DisablePipelining). By default the lock commands of all this dispatcher's
-	// claims and workers go to each node in automatic pipelines: the queue locks of a claim pass
-	// share a round trip or two, which makes keyed kinds markedly faster under load
-	// (docs/benchmarks.md, "Lock pipelining").
-	DisableLockPipelining bool
 	// KeyRunJobs and KeyRunTime are a key run's fairness budget. A worker of a keyed kind that
 	// holds a key's slot keeps it while the key has due jobs, running them one after another under
 	// the same execution lock, each claimed as its predecessor's outcome is written (a key run). The

@@ -63,7 +63,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		lockWake: make(chan struct{}, 1), stopDeadline: make(chan struct{})}
 	if len(cfg.Redis) > 0 {
 		locker, err := execlock.New(&execlock.Config{Nodes: cfg.Redis, Prefix: cfg.RedisPrefix,
-			ExecTTL: cfg.LeaseTTL, QueueTTL: cfg.LeaseTTL, NodeName: cfg.NodeName, DisablePipelining: cfg.DisableLockPipelining})
+			ExecTTL: cfg.LeaseTTL, QueueTTL: cfg.LeaseTTL, NodeName: cfg.NodeName})
 		if err != nil {
 			return nil, fmt.Errorf("dispatcher: %w", err)
 		}

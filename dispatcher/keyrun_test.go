@@ -302,3 +302,97 @@ func TestKeyRunHoldsItsKeyWhenRedisForgetsTheLock(t *testing.T) {
 		}
 	}
 }
+
+// A run's finish that waits past the lock's validity (here the key's next row is locked elsewhere
+// for longer than the lease) does not start the next job on a lapsed lock: the run renews it first,
+// or, the lock having expired, gives the job back unrun. The job then starts afresh, on its first
+// attempt, with no lease lost.
+func TestKeyRunRenewsItsLockAfterASlowFinish(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("run_slow_finish")
+	createKind(t, b.db, kind)
+	enqueueSeq(t, b, kind, repeatKey(1, 2)...)
+	held := make(chan error, 1)
+	cfg := b.cfg
+	cfg.LeaseTTL, cfg.HeartbeatInterval = time.Second, 300*time.Millisecond
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+			if j.Data.Seq != 0 {
+				return nil
+			}
+			// Hold the key's next row for 1.5 s from another transaction: the finish that claims it waits.
+			tx, err := b.db.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "SELECT 1 FROM run_slow_finish WHERE seq = 1 FOR UPDATE"); err != nil {
+				return err
+			}
+			go func() {
+				time.Sleep(1500 * time.Millisecond)
+				held <- tx.Commit(context.Background())
+			}()
+			return nil
+		})
+	})
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both processed", 10*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "run_slow_finish", "processed_at IS NOT NULL") == 2, nil
+	})
+	if n := countWhere(t, b.db, "run_slow_finish", "attempts_made <> 1"); n != 0 {
+		t.Errorf("%d jobs took more than one attempt", n)
+	}
+	if s := d.Stats(); s.LeasesLost != 0 || s.Processed != 2 {
+		t.Errorf("stats %+v: want 2 processed and no lease lost", s)
+	}
+}
+
+// Many runs of keys with ten slots each, finishing in batches two statements at a time: every job
+// is worked once and recorded, without a statement waiting on another's row locks (a finish that
+// waited past the lease would leave its jobs to the rescue, as stale finishes) and without more
+// than ten of a key at once.
+func TestKeyRunsOfSlotKeys(t *testing.T) {
+	t.Parallel()
+	const keys, jobs = 50, 5000
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("run_slot_keys", jobinfo.KeyLimit(10))
+	createKind(t, b.db, kind)
+	var order []int64
+	for i := range jobs {
+		order = append(order, int64(i%keys))
+	}
+	enqueueSeq(t, b, kind, order...)
+	w := newKeyWatch()
+	cfg := b.cfg
+	cfg.Concurrency = 500
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+			w.enter(j.Data.BlogID, j.Data.Seq)
+			defer w.leave(j.Data.BlogID)
+			if j.Data.Seq%50 == 7 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			return nil
+		})
+	})
+	waitFor(t, "all processed", 60*time.Second, func() (bool, error) {
+		return d.Stats().Processed == jobs, nil
+	})
+	s := d.Stats()
+	if s.StaleFinishes != 0 || s.Rescued != 0 || s.LeasesLost != 0 || s.RunClaimed == 0 {
+		t.Errorf("stats %+v: want no stale finish, rescue or lost lease, and jobs claimed by runs", s)
+	}
+	if n := countWhere(t, b.db, "run_slot_keys", "processed_at IS NOT NULL AND attempts_made = 1"); n != jobs {
+		t.Errorf("%d of %d jobs processed on their first attempt", n, jobs)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, n := range w.maxSeen {
+		if n > 10 {
+			t.Errorf("key %d: %d jobs at once, over its 10 slots", k, n)
+		}
+	}
+}

@@ -31,11 +31,11 @@ func lingerKind(t *testing.T, wait time.Duration) *kindRunner {
 	return k
 }
 
-// finishJobs frees n workers as a job's end does (freeSlot): its slot, then a wake.
+// finishJobs frees n workers as a job's end does (freeSlot): its slot, then word to the producer.
 func finishJobs(k *kindRunner, n int) {
 	for range n {
 		<-k.sem
-		k.signal()
+		k.workerFreed()
 	}
 }
 

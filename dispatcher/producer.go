@@ -29,11 +29,15 @@ func (k *kindRunner) produce(ctx context.Context) {
 	linger.Stop()
 	defer linger.Stop()
 	retryWait := claimRetryFirst
+	// unserved is set while jobs may be due that no worker was free to take: a wake-up came when the
+	// kind could claim none.
+	unserved := false
 	for {
 		want := k.nextClaim(ctx, linger)
 		if ctx.Err() != nil {
 			return // stopping: claim nothing more
 		}
+		unserved = want <= 0
 		if want > 0 {
 			got, err := k.claimAndStart(ctx, want)
 			if ctx.Err() != nil {
@@ -54,10 +58,18 @@ func (k *kindRunner) produce(ctx context.Context) {
 				k.armDueTimer(ctx, due)
 			}
 		}
+		// A worker that frees up matters only when due jobs may be left over: a backlog, or a wake-up
+		// no worker could answer. Otherwise new work announces itself (a notification, the due
+		// timer, the poll), and a claim at each job's end would find nothing.
+		var freed <-chan struct{}
+		if k.claimWasFull || unserved {
+			freed = k.freed
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-k.wake:
+		case <-freed:
 		case <-poll.C:
 		case <-due.C:
 		case <-retry.C:
@@ -97,7 +109,7 @@ func (k *kindRunner) fullClaim() int { return min(k.d.cfg.ClaimBatch, cap(k.sem)
 
 // linger waits, while the kind has a backlog, up to k.claimLinger for a full claim's worth of free
 // workers, and returns how many are free: at once when a full claim's worth is, when the wait ends,
-// or when ctx ends. Each worker that frees its slot wakes it (k.wake), so it looks again each time.
+// or when ctx ends. Each worker that frees its slot tells it (k.freed), so it looks again each time.
 //
 // Each claim is a statement and a commit whatever its size, and a claim sent at once takes only the
 // workers freed during the previous claim: with 100 workers and short handlers, the jobs of one claim
@@ -113,7 +125,7 @@ func (k *kindRunner) linger(ctx context.Context, timer *time.Timer) int {
 			return free
 		}
 		select {
-		case <-k.wake:
+		case <-k.freed:
 		case <-timer.C:
 			return k.freeWorkers()
 		case <-ctx.Done():

@@ -304,6 +304,12 @@ SELECT id, (SELECT pg_notify(%[12]s, %[13]s) WHERE $6) IS NULL FROM done`,
 // runs at their next job even when no claim pass reads them. The finished rows still hold their slots in the statement's snapshot,
 // so they count as running, and each next row takes its predecessor's slot only after the
 // predecessor's update gave it up (nxt reads done), which the running-slots index checks as usual.
+// The key's jobs up to the next one are locked SKIP LOCKED, and the run ends when one of them is
+// locked elsewhere (a claim pass choosing it, another finish claiming it): the statement never waits
+// for another transaction's row locks, which could wait for its own, and a job is never started
+// ahead of an earlier one of its key that another transaction may still claim. Both updates find
+// their rows by an id array (ANY), which the planner looks up in the primary key whatever its
+// estimates; joined to the CTEs alone, it planned a walk of every waiting job per claim.
 // It returns a row per job claimed, or one row if none was: the ids of the finished jobs whose fence
 // held (an array, in the first row only), the notification's column, then the id of the finished job
 // the claim follows and the claim's columns (NULL when none). Joining the claims to the finished
@@ -320,7 +326,7 @@ func finishRunSQL(info *jobinfo.Info, table, onConflict string, quoted []string)
 		order, due = "COALESCE(e.process_after, e.created_at), e.id", "COALESCE(e.process_after, e.created_at) <= now()"
 	}
 	claimSet := `attempts_made = t.attempts_made + 1, started_at = now(), lease_expires_at = now() + make_interval(secs => $10),
-		lease_owner = $11, lock_token = t.lock_token + 1, updated_at = now(), lock_slot = nxt.slot`
+		lease_owner = $11, lock_token = t.lock_token + 1, updated_at = now(), lock_slot = c.slot`
 	return fmt.Sprintf(`WITH u AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int2[], $4::text[], $5::float8[], $7::int[]) AS u(id, token, outcome, err, delay, slot)),
 done AS (
@@ -331,7 +337,7 @@ done AS (
 		process_after = CASE WHEN u.outcome IN (%[5]d, %[6]d, %[7]d) THEN now() + make_interval(secs => u.delay) ELSE t.process_after END,
 		attempts_made = CASE WHEN u.outcome IN (%[6]d, %[7]d) THEN t.attempts_made - 1 ELSE t.attempts_made END,
 		started_at = CASE WHEN u.outcome = %[7]d AND t.attempts_made = 1%[14]s THEN NULL ELSE t.started_at END
-	FROM u WHERE t.id = u.id AND t.lock_token = u.token AND %[8]s
+	FROM u WHERE t.id = ANY ($1) AND t.id = u.id AND t.lock_token = u.token AND %[8]s
 	RETURNING t.id, u.outcome, u.delay, u.slot, %[15]s),
 again AS (
 	INSERT INTO %[1]s (%[9]s, process_after)
@@ -343,7 +349,7 @@ kl AS MATERIALIZED (
 	SELECT coalesce(l.key_limit, $8) AS key_limit, l.max_running, coalesce(l.paused, false) AS paused
 	FROM (SELECT) one LEFT JOIN jobpipe_kind_limits l ON l.kind = $9),
 nxt AS (
-	SELECT r.prev, r.slot, w.ids[r.rn] AS id FROM runs r CROSS JOIN kl CROSS JOIN LATERAL (
+	SELECT r.prev, r.slot, r.rn, w.ids FROM runs r CROSS JOIN kl CROSS JOIN LATERAL (
 		SELECT array_agg(e.id ORDER BY %[17]s) AS ids, bool_and(e.due) AS due, count(*) AS n FROM (
 			SELECT e.id, e.created_at, e.process_after, %[18]s AS due FROM %[1]s e
 			WHERE %[19]s AND %[20]s ORDER BY %[17]s LIMIT r.rn) e) w
@@ -352,9 +358,14 @@ nxt AS (
 			(SELECT CASE WHEN l.paused THEN 0 ELSE coalesce(l.key_limit, kl.key_limit) END FROM jobpipe_key_limits l
 			 WHERE l.kind = $9 AND l.key_value = %[22]s), kl.key_limit)
 		AND (kl.max_running IS NULL OR (SELECT count(*) FROM %[1]s e WHERE %[21]s) < kl.max_running)),
+free AS (
+	SELECT t.id FROM %[1]s t WHERE t.id = ANY (ARRAY(SELECT unnest(ids) FROM nxt)) FOR UPDATE SKIP LOCKED),
+claimable AS (
+	SELECT n.prev, n.slot, n.ids[n.rn] AS id FROM nxt n WHERE n.ids <@ ARRAY(SELECT id FROM free)),
 claimed AS (
-	UPDATE %[1]s t SET %[23]s FROM nxt WHERE t.id = nxt.id AND %[24]s
-	RETURNING nxt.prev, %[25]s)
+	UPDATE %[1]s t SET %[23]s FROM claimable c
+	WHERE t.id = ANY (ARRAY(SELECT id FROM claimable)) AND t.id = c.id AND %[24]s
+	RETURNING c.prev, %[25]s)
 SELECT CASE WHEN c.prev IS NULL OR c.prev = (SELECT min(prev) FROM claimed) THEN (SELECT array_agg(id) FROM done) END,
 	(SELECT pg_notify(%[12]s, %[13]s) WHERE $6 OR (SELECT count(*) FROM runs) > (SELECT count(*) FROM claimed)) IS NULL, c.*
 FROM (SELECT) one LEFT JOIN claimed c ON true`,

@@ -61,7 +61,11 @@ type kindRunner struct {
 	// claimLinger bounds the producer's wait for a full claim's worth of free workers (see linger).
 	claimLinger time.Duration
 
-	wake chan struct{} // buffered 1: "look for work"
+	wake chan struct{} // buffered 1: "look for work": jobs may be due
+	// freed is buffered 1: "a worker is free" (its handler returned, or an outcome was written). It
+	// makes the producer look for work only while the kind has more due than it could take (see
+	// produce); otherwise each job's end would cost a claim that finds nothing.
+	freed chan struct{}
 	sem  chan struct{} // one token per running job
 	fin  *finisher
 }
@@ -90,7 +94,7 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 	info := kind.Info()
 	k := &kindRunner{
 		d: d, info: info, sql: buildSQL(info), concurrency: d.cfg.Concurrency, keyed: len(info.Key) > 0, txMode: txMode,
-		wake: make(chan struct{}, 1), claimLinger: claimLinger, obs: d.kindObserver(info.Name),
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), claimLinger: claimLinger, obs: d.kindObserver(info.Name),
 		decode: func(m *pgtype.Map, fds []pgconn.FieldDescription, raw [][]byte) (any, error) {
 			job := new(T)
 			for i, target := range kind.ScanTargets(job) {
@@ -136,6 +140,14 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 func (k *kindRunner) signal() {
 	select {
 	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+// workerFreed tells the kind's producer, without blocking, that a worker is free.
+func (k *kindRunner) workerFreed() {
+	select {
+	case k.freed <- struct{}{}:
 	default:
 	}
 }

@@ -98,7 +98,7 @@ func (a *attempt) abandon() {
 	held := k.finishOne(c, out, errText, delay)
 	k.observeFinish(out, held, err, lost, elapsed(a.started))
 	k.finishing.Add(-1) // what work's deferred clean-up does for a handler that returned
-	k.signal()
+	k.workerFreed()
 	k.d.workers.Done()
 }
 

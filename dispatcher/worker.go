@@ -26,7 +26,7 @@ func (k *kindRunner) work(c *claimed) {
 		}
 		k.freeSlot(c) // if no outcome was written: a RegisterTx success
 		k.finishing.Add(-1)
-		k.signal() // the bound on outcomes being written has room again (see produce)
+		k.workerFreed() // the bound on outcomes being written has room again (see produce)
 		k.d.workers.Done()
 	}()
 	k.observeStart(c)
@@ -165,8 +165,9 @@ func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobE
 	}
 	held, next := k.finishAndContinue(c, out, errText, delay, c.slot)
 	k.observeFinish(out, held, err, lost, ran)
-	if next != nil && k.d.jobsCtx.Err() != nil {
-		// Stop began while the next job was claimed: it goes back to wait, unrun.
+	if next != nil && !k.lockFor(next, lock) {
+		// Stop began while the next job was claimed, or the run's lock is lost: it goes back to wait,
+		// unrun.
 		k.finishOne(next, outRelease, "", 0)
 		next = nil
 	}
@@ -174,6 +175,25 @@ func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobE
 		k.releaseExecLock(lock)
 	}
 	return next
+}
+
+// lockFor reports whether the run may start next under lock: not once Stop has begun, and not with
+// a lock that would run out before next's first heartbeat renews it (a finish that waited for the
+// database, with no heartbeat meanwhile) unless an extension succeeds.
+func (k *kindRunner) lockFor(next *claimed, lock *execlock.Lock) bool {
+	if k.d.jobsCtx.Err() != nil {
+		return false
+	}
+	if time.Until(lock.Until()) > k.d.cfg.HeartbeatInterval {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(k.d.jobsCtx, k.d.cfg.HeartbeatInterval)
+	defer cancel()
+	if err := lock.Extend(ctx); err != nil {
+		k.d.logger.Info("dispatcher: a key run's lock could not be renewed; the run ends", "kind", k.info.Name, "next", next.id, "err", err)
+		return false
+	}
+	return true
 }
 
 // continueRun reports whether the key run that c's outcome ends a job of may claim the key's next job
@@ -205,7 +225,7 @@ func (k *kindRunner) freeSlot(c *claimed) {
 	c.slotFreed = true
 	k.finishing.Add(1)
 	<-k.sem
-	k.signal() // a slot of this dispatcher is free
+	k.workerFreed() // a slot of this dispatcher is free
 }
 
 func (k *kindRunner) releaseQueueLock(c *claimed) {

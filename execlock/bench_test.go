@@ -14,25 +14,20 @@ import (
 // lock given back, and the execution lock given back when it ends: four calls per node. Jobs run in
 // parallel over distinct keys, so no call waits for another's lock: 16 at a time (GOMAXPROCS x 8
 // goroutines here, the queue locks of a small claim pass) and 128 (a dispatcher of 100 workers with
-// a claim pass under way), each with the Locker's pipelining and without it. Its jobs/s is the most a
+// a claim pass under way). Its jobs/s is the most a
 // dispatcher could start and finish with nothing else to do: the ceiling Redis and its client put on
 // the unique and slots scenarios of jobpipe bench, with 1 and 3 nodes.
 func BenchmarkJobLockCycle(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		for _, perProc := range []int{8, 64} {
-			for _, pipelining := range []bool{true, false} {
-				name := fmt.Sprintf("%d-nodes/%d-at-once/pipelining=%t", n, perProc*runtime.GOMAXPROCS(0), pipelining)
-				b.Run(name, func(b *testing.B) { benchLockCycle(b, n, perProc, pipelining) })
-			}
+			name := fmt.Sprintf("%d-nodes/%d-at-once", n, perProc*runtime.GOMAXPROCS(0))
+			b.Run(name, func(b *testing.B) { benchLockCycle(b, n, perProc) })
 		}
 	}
 }
 
-func benchLockCycle(b *testing.B, n, perProc int, pipelining bool) {
-	l := setup(b, n, func(c *Config) {
-		c.NodeName = "bench"
-		c.DisablePipelining = !pipelining
-	}).locker
+func benchLockCycle(b *testing.B, n, perProc int) {
+	l := setup(b, n, func(c *Config) { c.NodeName = "bench" }).locker
 	ctx := context.Background()
 	var next atomic.Int64
 	b.SetParallelism(perProc)

@@ -46,33 +46,24 @@ func ParseNode(node string) (*redis.Options, error) {
 	return &redis.Options{Addr: node}, nil
 }
 
-// NewClient returns a client for one lock node, built from a copy of opts (which is not
-// modified) with the settings a lock call needs:
+// NewClient returns a client for one lock node, built from a copy of opts (not modified) with the
+// settings a lock call needs; a value set in opts (other than ContextTimeoutEnabled) is kept:
 //
 //   - ContextTimeoutEnabled, always: without it go-redis ignores the context's deadline on socket
 //     I/O and waits out ReadTimeout, so one stalled node would stall every lock call.
 //   - DialTimeout, ReadTimeout, WriteTimeout and PoolTimeout: DefaultNodeTimeout where unset.
-//   - MaxRetries 1 where unset (go-redis's default is 3). go-redis does not retry a read that
-//     timed out, so a stalled node costs one timeout, not four; the one retry covers a pooled
-//     connection that died with a restarted node, and a refused dial. More retries would not
-//     help a lock call: a quorum of other nodes already masks a failing one, and the call has
-//     a deadline of its own (Config.CallTimeout) that retries would only eat into.
-//   - DialerRetries 1 where unset: one dial per command attempt instead of go-redis's five
-//     spaced 100 ms apart, which would keep a call on a dead node for half a second.
-//   - Maintenance notifications off (a Redis Enterprise feature; other servers refuse the
-//     handshake) and the CLIENT SETINFO handshake off: fewer round trips per new connection,
-//     which matters when a node comes back and every connection is new.
+//   - MaxRetries 1 and DialerRetries 1 where unset (go-redis's defaults are 3 and 5): a quorum of
+//     other nodes already masks a failing one, and retries would only eat into Config.CallTimeout.
+//     The one retry covers a pooled connection that died with a restarted node.
+//   - Maintenance notifications (a Redis Enterprise feature) and the CLIENT SETINFO handshake off:
+//     fewer round trips per new connection, which matters when a node comes back.
 //
-// A value set in opts (other than ContextTimeoutEnabled) is kept, so timeouts are configurable.
-// The caller closes the client, after the last lock call.
-//
-// go-redis has one logger for the whole process, and by default it prints a line to stderr for
-// every failed dial: dozens when a lock node is down, then nothing, and none of them says what
-// waits on the node. So the first NewClient of the process replaces it (redis.SetLogger) with one
-// that passes each line to slog.Default() at Debug level, with the attribute logger=go-redis:
-// jobpipe's dispatcher reports lock nodes that do not answer itself, naming each and what waits on
-// it. An application that wants go-redis's lines elsewhere calls redis.SetLogger after its first
-// NewClient; jobpipe never sets the logger again.
+// The caller closes the client, after the last lock call. go-redis has one logger for the whole
+// process, which prints a line to stderr for every failed dial; the first NewClient of the process
+// routes it (redis.SetLogger) to slog.Default() at Debug level, with the attribute
+// logger=go-redis, since jobpipe's dispatcher reports the lock nodes that do not answer itself. An
+// application that wants go-redis's lines elsewhere calls redis.SetLogger after its first
+// NewClient.
 func NewClient(opts *redis.Options) *redis.Client {
 	routeRedisLogs()
 	o := *opts

@@ -18,7 +18,7 @@ import (
 // different contender, nobody has a quorum, and all back off (Redlock's split vote). That is safe,
 // and a dispatcher tries the key again the next time it looks at it, so there is no retry loop
 // here. What must not happen is that the losers leave partial locks behind: checked after every
-// round (see gate.go for the bug this catches).
+// round: redsync's clean-up round and the janitor's compare-and-delete must remove them.
 //
 // On an overloaded machine some attempts may miss CallTimeout (ErrUnavailable); they are counted
 // and the round's checks still hold. Not parallel, like TestTryExecContention: 50 goroutines

@@ -35,7 +35,9 @@ type Config struct {
 	// another) that hold the locks: 1, 3 or 5 (any odd number is accepted). A lock is held when
 	// a majority of them, the quorum, hold it. Build them with NewClient or NewClients: each
 	// must have ContextTimeoutEnabled, or a stalled node could hold a call past its deadline.
-	// The Locker does not close them. Required.
+	// New adds a hook to each that runs the Locker's own commands to their deadline even when
+	// their call returned first, and keeps a lock's later commands on a node behind its acquire
+	// there (other commands pass unchanged). The Locker does not close them. Required.
 	Nodes []*redis.Client
 	// Prefix starts every lock key. Default DefaultPrefix ("jobpipe:lock:").
 	Prefix string
@@ -51,23 +53,10 @@ type Config struct {
 	NodeName string
 	// CallTimeout bounds each lock call: an acquire attempt, an extension, a release. With healthy
 	// nodes a call takes a round trip; the timeout only matters when nodes are down or stalled.
-	// Commands a call leaves behind (to the nodes its quorum did not need, or the clean-up of a
-	// failed attempt) finish in the background, bounded by CallTimeout too. It must be under half
-	// the shorter TTL. Default DefaultCallTimeout (1 s), or a quarter of the shorter TTL when
-	// that is less.
+	// Commands a call leaves running (to the nodes its quorum did not need) end by the same
+	// deadline. It must be under half the shorter TTL. Default DefaultCallTimeout (1 s), or a
+	// quarter of the shorter TTL when that is less.
 	CallTimeout time.Duration
-	// DisablePipelining sends each lock command to its node on a round trip of its own. By
-	// default the commands of all the Locker's calls to one node, from every goroutine, go in
-	// pipelines, one on the wire at a time: the commands that arrive while one is on the wire
-	// leave together as the next, in one write and one read (go-redis's Pipeline, so the
-	// client's hooks see them). Each lock call still makes the same commands, in the same order
-	// per lock, so Redlock's rules (quorum, validity, clean-up) are unchanged; what changes is
-	// their cost under load: a dispatcher that claims many keyed jobs at once needs a fraction of
-	// the system calls, and a node many fewer reads and writes (docs/benchmarks.md, "Lock
-	// pipelining"). A pipelined command is bounded by the client's ReadTimeout and
-	// WriteTimeout rather than by its call's deadline: the call returns at its deadline and the
-	// command ends in the background. Disable it to rule it out when diagnosing.
-	DisablePipelining bool
 }
 
 // withDefaults returns a copy of c with zero fields set to their defaults.

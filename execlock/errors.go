@@ -2,6 +2,7 @@ package execlock
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/go-redsync/redsync/v4"
 )
@@ -25,30 +26,34 @@ var (
 	ErrInvalid = errors.New("execlock: invalid")
 )
 
-// tally counts, per outcome, the nodes named in an error of redsync. redsync joins one error per
-// node that did not succeed (errors.Join), or returns a single *ErrTaken when a quorum refused.
+// tally sorts the nodes an error of redsync names by their answer. redsync joins one error per node
+// that did not succeed (errors.Join), or, when a quorum refused, returns a *ErrTaken alone, possibly
+// before the other nodes answered (fail-fast).
 type tally struct {
-	taken   int // the key holds another value (or, for extend, is missing)
-	expired int // the key is missing (release only)
-	failed  int // the node did not answer: I/O error, timeout, refused
+	taken   []int // the key holds another value (for an extension: or none)
+	failed  []int // no answer: I/O error, timeout, refused connection
+	expired int   // a release found no key (redsync does not say where)
+	early   bool  // a *ErrTaken alone: the nodes it does not name may not have answered
 }
 
 func tallyOf(err error) tally {
 	var t tally
+	var taken *redsync.ErrTaken
+	if errors.As(err, &taken) {
+		t.taken, t.early = taken.Nodes, true
+		return t
+	}
 	var walk func(error)
 	walk = func(e error) {
 		switch x := e.(type) {
-		case nil:
 		case interface{ Unwrap() []error }:
 			for _, c := range x.Unwrap() {
 				walk(c)
 			}
-		case *redsync.ErrTaken:
-			t.taken += len(x.Nodes)
 		case *redsync.ErrNodeTaken:
-			t.taken++
+			t.taken = append(t.taken, x.Node)
 		case *redsync.RedisError:
-			t.failed++
+			t.failed = append(t.failed, x.Node)
 		default:
 			if errors.Is(e, redsync.ErrLockAlreadyExpired) {
 				t.expired++
@@ -57,4 +62,15 @@ func tallyOf(err error) tally {
 	}
 	walk(err)
 	return t
+}
+
+// untaken returns the nodes out of n that t does not name as holding another value.
+func (t tally) untaken(n int) []int {
+	var nodes []int
+	for i := range n {
+		if !slices.Contains(t.taken, i) {
+			nodes = append(nodes, i)
+		}
+	}
+	return nodes
 }

@@ -3,31 +3,20 @@ package execlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// The janitor retries deletes that could not reach their node: a Release, or the clean-up of a
-// failed attempt, while the node was down or stalled. Without it such a key stays for its whole
-// TTL once the node is back, and a stalled node is worse: when it resumes it runs the SET NX of an
-// attempt that failed long ago, creating a lock that nobody holds for a full TTL from then (with a
-// single node, the key is blocked that long; see TestStalledNodeRecovers). The janitor's
-// compare-and-delete only ever removes the value of a lock this process gave up, so it is safe
-// whenever it lands.
-//
-// A delete that succeeded is sent once more, confirmDelay later. When a node resumes, it runs what
-// was written to it while it was stopped, and not in the order it was written: the connections it
-// had already accepted are read first, those dialled during the stall only once accepted, in a
-// later turn of its event loop, and a large pipeline is read in pieces between other clients'.
-// An old SET NX on a new connection can so land after a delete of the same lock on an old one:
-// the delete finds nothing and succeeds, and the SET NX then creates a lock that nobody holds.
-// By confirmDelay after the first delete's answer the node has read everything written before
-// it, so the second delete removes such a SET NX.
+// deleteScript is the Locker's own compare-and-delete: it removes a key only while it holds the
+// given value, so it never touches another holder's lock. It is sent whole (EVAL), since a node
+// that restarted empty has no script cache.
+const deleteScript = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`
 
 const (
-	// janitorHorizon bounds how long a delete is retried: a node stalled for longer leaves its
+	// janitorHorizon bounds how long a delete is retried: a node away for longer leaves its
 	// leftovers to expire by their TTL.
 	janitorHorizon = 10 * time.Minute
 	// maxPendingDeletes bounds the janitor's memory during a long outage; further deletes are
@@ -35,37 +24,26 @@ const (
 	maxPendingDeletes = 10000
 )
 
-// confirmDelay is how long after its first success a delete is sent again: a quarter of the
-// janitor's interval (CallTimeout), at least confirmDelayMin. A resumed node reads what was
-// written to it while stopped within a few turns of its event loop, milliseconds.
-func confirmDelay(interval time.Duration) time.Duration {
-	return max(interval/4, confirmDelayMin)
-}
-
-const confirmDelayMin = 20 * time.Millisecond
-
-// deleteScript deletes a key only if it still holds the given value (as redsync's unlock does).
-// It is sent whole (EVAL, not EVALSHA): a node that restarted empty has no script cache.
-const deleteScript = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`
-
+// pendingDelete is one compare-and-delete of key=value on one node.
 type pendingDelete struct {
 	node       int
 	key, value string
+	due        time.Time // not sent before
+	answered   bool      // the node answered once: the next send is the confirmation
 	giveUp     time.Time
-	// confirm is set once the delete has succeeded: it is then sent once more, not before
-	// notBefore.
-	confirm   bool
-	notBefore time.Time
 }
 
+// janitor sends the Locker's compare-and-delete where a lock call may have left its value (see the
+// package documentation). A delete is first sent once the call's commands have ended (its
+// deadline), then every interval until its node answers, and then once more, a tick later.
 type janitor struct {
 	nodes    []*redis.Client
-	interval time.Duration // between sweeps; also each sweep's per-node timeout
+	interval time.Duration // between retries; also each send's timeout
 
 	mu      sync.Mutex
 	pending []pendingDelete
-	out     int  // deletes taken out of pending by the sweep in progress
-	running bool // a sweeping goroutine exists
+	out     int  // deletes being sent
+	running bool // a goroutine runs loop
 	closed  bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -75,26 +53,31 @@ func newJanitor(nodes []*redis.Client, interval time.Duration) *janitor {
 	return &janitor{nodes: nodes, interval: interval, stop: make(chan struct{})}
 }
 
-// add schedules a delete of key=value on node, and starts sweeping if needed.
-func (j *janitor) add(node int, key, value string) {
+// add schedules the delete of key=value on each of nodes, due at the end of the call that left it.
+func (j *janitor) add(nodes []int, key, value string, due time.Time) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.closed || len(j.pending) >= maxPendingDeletes {
-		return
+	for i, n := range nodes {
+		if !j.closed && len(j.pending) < maxPendingDeletes && !slices.Contains(nodes[:i], n) {
+			j.pending = append(j.pending, pendingDelete{node: n, key: key, value: value, due: due,
+				giveUp: due.Add(janitorHorizon)})
+		}
 	}
-	j.pending = append(j.pending, pendingDelete{node: node, key: key, value: value, giveUp: time.Now().Add(janitorHorizon)})
-	if !j.running {
+	if len(j.pending) > 0 && !j.running {
 		j.running = true
 		j.wg.Add(1)
-		go j.run()
+		go j.loop()
 	}
 }
 
-// run sweeps every interval (sooner when a confirmation is due) until nothing is pending or the
-// janitor is closed.
-func (j *janitor) run() {
+// tick is the janitor's step, and how long after its first answer a delete is confirmed: a
+// resumed node reads what was written to it while stopped within a few turns of its event loop.
+func (j *janitor) tick() time.Duration { return max(j.interval/4, 20*time.Millisecond) }
+
+// loop sends the deletes that are due, each tick, until none is pending or the janitor is closed.
+func (j *janitor) loop() {
 	defer j.wg.Done()
-	t := time.NewTimer(j.interval)
+	t := time.NewTicker(j.tick())
 	defer t.Stop()
 	for {
 		select {
@@ -102,109 +85,67 @@ func (j *janitor) run() {
 			return
 		case <-t.C:
 		}
+		now, byNode := time.Now(), map[int][]pendingDelete{}
 		j.mu.Lock()
-		batch := j.pending
-		j.pending, j.out = nil, len(batch)
-		j.mu.Unlock()
-
-		left := j.sweep(batch)
-
-		j.mu.Lock()
-		j.out = 0
-		if !j.closed {
-			j.pending = append(left, j.pending...)
-		}
 		if len(j.pending) == 0 || j.closed {
 			j.running = false
 			j.mu.Unlock()
 			return
 		}
-		t.Reset(j.nextSweep())
-		j.mu.Unlock()
-	}
-}
-
-// nextSweep returns how long to wait for the next sweep: the interval, or less when every pending
-// delete is a confirmation due sooner. Called with mu held.
-func (j *janitor) nextSweep() time.Duration {
-	wait := j.interval
-	due := time.Time{}
-	for _, d := range j.pending {
-		if !d.confirm {
-			return wait
-		}
-		if due.IsZero() || d.notBefore.Before(due) {
-			due = d.notBefore
-		}
-	}
-	return min(wait, max(time.Until(due), 0))
-}
-
-// sweep tries every delete of batch that is due, one pipeline per node, and returns those to
-// try again: the failed ones, the confirmations of the first successes, and the ones not due.
-func (j *janitor) sweep(batch []pendingDelete) []pendingDelete {
-	byNode := map[int][]pendingDelete{}
-	now := time.Now()
-	var left []pendingDelete
-	for _, d := range batch {
-		switch {
-		case !now.Before(d.giveUp):
-		case d.confirm && now.Before(d.notBefore):
-			left = append(left, d)
-		default:
-			byNode[d.node] = append(byNode[d.node], d)
-		}
-	}
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	for node, ds := range byNode {
-		wg.Go(func() {
-			if again := j.deleteOn(node, ds); len(again) > 0 {
-				mu.Lock()
-				left = append(left, again...)
-				mu.Unlock()
+		kept := j.pending[:0]
+		for _, d := range j.pending {
+			switch {
+			case !now.Before(d.giveUp):
+			case now.Before(d.due):
+				kept = append(kept, d)
+			default:
+				byNode[d.node] = append(byNode[d.node], d)
+				j.out++
 			}
-		})
+		}
+		j.pending = kept
+		j.mu.Unlock()
+		var wg sync.WaitGroup
+		for node, ds := range byNode {
+			wg.Go(func() { j.send(node, ds) })
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	return left
 }
 
-// deleteOn runs ds on one node and returns what is left of them: those that did not get an
-// answer, to try again, and a confirmation of each first success.
-func (j *janitor) deleteOn(node int, ds []pendingDelete) []pendingDelete {
+// send runs ds on one node, in one pipeline, and puts back what is left of them: the deletes
+// without an answer, due again in an interval, and the confirmation of each first answer.
+func (j *janitor) send(node int, ds []pendingDelete) {
 	ctx, cancel := context.WithTimeout(context.Background(), j.interval)
 	defer cancel()
-	c := j.nodes[node]
 	cmds := make([]*redis.Cmd, len(ds))
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := j.nodes[node].Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, d := range ds {
 			cmds[i] = p.Eval(ctx, deleteScript, []string{d.key}, d.value)
 		}
 		return nil
 	})
-	if errors.Is(err, redis.ErrClosed) {
-		return nil // the client is gone: nothing more to do
-	}
-	var again []pendingDelete
-	answered := time.Now()
-	for i, cmd := range cmds {
-		d := ds[i]
+	now, left := time.Now(), ds[:0]
+	for i, d := range ds {
 		switch {
-		case cmd.Err() != nil:
-			d.confirm = false // the node is gone again: the next success needs its own confirmation
-			again = append(again, d)
-		case !d.confirm:
-			d.confirm, d.notBefore = true, answered.Add(confirmDelay(j.interval))
-			again = append(again, d)
+		case errors.Is(err, redis.ErrClosed), d.answered && cmds[i].Err() == nil:
+			continue // the client is gone, or confirmed
+		case cmds[i].Err() != nil:
+			d.answered, d.due = false, now.Add(j.interval)
+		default:
+			d.answered, d.due = true, now.Add(j.tick())
 		}
+		left = append(left, d)
 	}
-	return again
+	j.mu.Lock()
+	j.out -= len(ds)
+	if !j.closed {
+		j.pending = append(j.pending, left...)
+	}
+	j.mu.Unlock()
 }
 
-// close stops sweeping and drops what is pending.
+// close stops the janitor and drops what is pending.
 func (j *janitor) close() {
 	j.mu.Lock()
 	if !j.closed {
@@ -216,7 +157,8 @@ func (j *janitor) close() {
 	j.wg.Wait()
 }
 
-// pendingCount returns how many deletes wait for their node or for their confirmation.
+// pendingCount returns how many deletes wait for their node or their confirmation, or are being
+// sent.
 func (j *janitor) pendingCount() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -25,12 +25,13 @@ type Lock struct {
 
 	mu       sync.Mutex // serialises calls on m: a redsync Mutex is not safe for concurrent use
 	m        *redsync.Mutex
+	track    *lockTrack
 	lost     error // set once the lock is known to be lost for good; Extend then returns it
 	released bool
 }
 
-func newLock(l *Locker, m *redsync.Mutex, typ lockType, slot int, ttl time.Duration) *Lock {
-	k := &Lock{locker: l, typ: typ, key: m.Name(), value: m.Value(), slot: slot, ttl: ttl, m: m}
+func newLock(l *Locker, m *redsync.Mutex, track *lockTrack, typ lockType, slot int, ttl time.Duration) *Lock {
+	k := &Lock{locker: l, typ: typ, key: m.Name(), value: m.Value(), slot: slot, ttl: ttl, m: m, track: track}
 	k.setUntil(m.Until())
 	return k
 }
@@ -89,7 +90,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 		k.lost = fmt.Errorf("%w: %s: validity ended at %s", ErrLost, k.key, until.Format(time.RFC3339Nano))
 		return k.lost
 	}
-	callCtx, cancel := context.WithTimeout(ctx, k.locker.cfg.CallTimeout)
+	callCtx, cancel := k.locker.callContext(ctx, k.track, false)
 	defer cancel()
 	ok, err := k.m.ExtendContext(callCtx)
 	if ok {
@@ -109,9 +110,8 @@ func (k *Lock) extendError(err error) error {
 	var taken *redsync.ErrTaken
 	switch {
 	case errors.As(err, &taken):
-		// The touch script found another value, or none, on a quorum of nodes. Our value does
-		// not come back: Extend never sets a key, and the SET NX commands of the acquisition
-		// ended within CallTimeout of it.
+		// A quorum of nodes holds another value, or none. Ours does not come back there:
+		// Extend never sets a key.
 		k.lost = fmt.Errorf("%w: %s: not held on %d of %d nodes any more (expired, or taken by another): %w",
 			ErrLost, k.key, len(taken.Nodes), len(k.locker.cfg.Nodes), err)
 		return k.lost
@@ -141,17 +141,26 @@ func (k *Lock) Release(ctx context.Context) error {
 	}
 	k.released = true
 	k.until.Store(nil)
-	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.locker.cfg.CallTimeout)
+	callCtx, cancel := k.locker.callContext(context.WithoutCancel(ctx), k.track, false)
 	defer cancel()
 	ok, err := k.m.UnlockContext(callCtx)
+	// The janitor deletes the value where the acquire's SET NX has not been answered (it may run
+	// after the release's delete) and where the release did not answer or was not waited for.
+	unknown, t := k.track.unsettled(), tallyOf(err)
+	if !ok && t.early {
+		unknown = append(unknown, t.untaken(len(k.locker.cfg.Nodes))...)
+	} else if !ok {
+		unknown = append(unknown, t.failed...)
+	}
+	deadline, _ := callCtx.Deadline()
+	k.locker.janitor.add(unknown, k.key, k.value, deadline)
 	st := &k.locker.stats
 	if ok {
 		st.released.Add(1)
 		return nil
 	}
 	st.releaseFailed.Add(1)
-	t := tallyOf(err)
-	if k.lost != nil || t.failed == 0 || t.taken+t.expired >= k.locker.quorum {
+	if k.lost != nil || len(t.failed) == 0 || len(t.taken)+t.expired >= k.locker.quorum {
 		return fmt.Errorf("%w: %s was no longer held when released: %w", ErrLost, k.key, err)
 	}
 	return fmt.Errorf("%w: release %s (retried in the background; it expires within its TTL anyway): %w",

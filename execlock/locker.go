@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 )
 
@@ -19,10 +20,9 @@ import (
 // use; the Locks it returns are each safe for concurrent use too.
 type Locker struct {
 	cfg     Config
-	nodes   []lockNode // in Config.Nodes order
+	rs      *redsync.Redsync
 	quorum  int
 	janitor *janitor
-	workers *workers // run the gates' commands
 	stats   counters
 	// queueOpts and execOpts are the redsync Mutex options of each lock type, made once: a
 	// Mutex is made per lock call.
@@ -30,7 +30,8 @@ type Locker struct {
 }
 
 // New returns a Locker for cfg, after applying defaults and validating it. Errors wrap
-// ErrInvalid. The Locker does not take ownership of cfg.Nodes.
+// ErrInvalid. The Locker does not take ownership of cfg.Nodes; it adds a hook to each client that
+// changes nothing for commands other than its own (see Config.Nodes).
 func New(cfg *Config) (*Locker, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: nil Config", ErrInvalid)
@@ -40,21 +41,19 @@ func New(cfg *Config) (*Locker, error) {
 		return nil, err
 	}
 	c.Nodes = slices.Clone(c.Nodes) // the caller may reuse its slice
-	w := newWorkers()
-	nodes := make([]lockNode, len(c.Nodes))
+	l := &Locker{cfg: c, quorum: len(c.Nodes)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout)}
+	pools := make([]rsredis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
-		nodes[i] = lockNode{pool: goredis.NewPool(n)}
-		if !c.DisablePipelining {
-			nodes[i].pipe = newPipeliner(n, w)
-		}
+		n.AddHook(callHook{locker: l, node: i})
+		pools[i] = goredis.NewPool(n)
 	}
-	l := &Locker{cfg: c, nodes: nodes, quorum: len(nodes)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout),
-		workers: w}
+	l.rs = redsync.New(pools...)
 	l.queueOpts, l.execOpts = l.mutexOptions(c.QueueTTL), l.mutexOptions(c.ExecTTL)
 	return l, nil
 }
 
-// mutexOptions returns the options of a redsync Mutex whose lock lives ttl.
+// mutexOptions returns the options of a redsync Mutex whose lock lives ttl. Pools are not
+// shuffled (WithShufflePools): the node numbers in redsync's errors must be Config.Nodes indexes.
 func (l *Locker) mutexOptions(ttl time.Duration) []redsync.Option {
 	return []redsync.Option{
 		redsync.WithExpiry(ttl),
@@ -62,20 +61,15 @@ func (l *Locker) mutexOptions(ttl time.Duration) []redsync.Option {
 		redsync.WithFailFast(true),
 		// redsync bounds each round of an acquire by expiry × timeout factor: make it CallTimeout.
 		redsync.WithTimeoutFactor(float64(l.cfg.CallTimeout) / float64(ttl)),
-		redsync.WithGenValueFunc(l.newValue),
 	}
 }
 
-// Close stops the Locker's background clean-up: the retries of deletes that could not reach a
-// node (see the package documentation), which otherwise run until the node answers, for at most
-// 10 minutes, or until the clients are closed. It also ends the goroutines that run lock commands,
-// waiting for those still running one (at most CallTimeout). Locks keep working after Close, but
-// such deletes are then left to expire by their TTL. Call it after the last lock call, before
-// closing the clients; a second Close does nothing.
-func (l *Locker) Close() {
-	l.janitor.close()
-	l.workers.close()
-}
+// Close stops the Locker's janitor: the compare-and-deletes still waiting for a node that does
+// not answer, or for their confirmation (see the package documentation), which otherwise go on
+// until the node answers, for at most 10 minutes, or until the clients are closed. Locks keep
+// working after Close, but what a failed call leaves behind then expires by its TTL. Call it after
+// the last lock call, before closing the clients; a second Close does nothing.
+func (l *Locker) Close() { l.janitor.close() }
 
 // Quorum returns how many nodes must agree for a lock to be held: a majority of Config.Nodes.
 func (l *Locker) Quorum() int { return l.quorum }
@@ -153,21 +147,30 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("execlock: acquire %s: %w", name, err)
 	}
+	value, err := l.newValue()
+	if err != nil {
+		return nil, err
+	}
 	ttl, opts := l.cfg.ExecTTL, l.execOpts
 	if typ == queueLock {
 		ttl, opts = l.cfg.QueueTTL, l.queueOpts
 	}
-	// Fresh gates for this lock: see gate.go.
-	m := redsync.New(gatedPools(l.nodes, l.cfg.CallTimeout, l.janitor, l.workers)...).NewMutex(name, opts...)
-	// The whole call, including redsync's clean-up round after a failed attempt: deletes that
-	// round has no time left for go on in the background (gate.go).
-	callCtx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
+	m := l.rs.NewMutex(name, append(slices.Clip(opts),
+		redsync.WithGenValueFunc(func() (string, error) { return value, nil }))...)
+	// The whole call, including redsync's clean-up round after a failed attempt.
+	track := newLockTrack(len(l.cfg.Nodes))
+	callCtx, cancel := l.callContext(ctx, track, true)
 	defer cancel()
 	if err := m.TryLockContext(callCtx); err != nil {
+		// redsync's clean-up round does not say where it deleted, and its delete can pass the
+		// attempt's own SET NX on a stalled node: the janitor deletes our value wherever the
+		// attempt may have left it, once the call's commands have ended.
+		deadline, _ := callCtx.Deadline()
+		l.janitor.add(tallyOf(err).untaken(len(l.cfg.Nodes)), name, value, deadline)
 		return nil, l.acquireError(ctx, name, err)
 	}
 	l.stats.acquired.Add(1)
-	return newLock(l, m, typ, slot, ttl), nil
+	return newLock(l, m, track, typ, slot, ttl), nil
 }
 
 // acquireError translates redsync's answer to a failed attempt.

@@ -41,7 +41,7 @@
 //	demo [--database-url URL] [--redis-url NODES] [--schema NAME] [--jobs N] [--verbose]
 //	    Runs the demo pipeline (five kinds, two dispatchers) in a schema of its own and prints
 //	    its live progress and a summary it checks itself.
-//	bench drain|steady|unique|herd|select|slots|fair|latency|memory [flags]
+//	bench drain|steady|unique|herd|select|slots|fair|latency|rate|memory [flags]
 //	    Runs a benchmark scenario in a schema of its own; it verifies its own accounting and
 //	    ends with a RESULT line.
 //	help [command]

@@ -23,6 +23,7 @@ var scenarios = map[string]scenario{
 	"herd":    runHerd,
 	"select":  runSelect,
 	"latency": runLatency,
+	"rate":    runRate,
 	"memory":  runMemory,
 }
 
@@ -49,6 +50,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	if ownDatabase[o.Scenario] {
+		cfg, drop, err := createDatabase(ctx, o.DB, o.Schema, o.Keep, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		defer drop(ctx) // after the session's close, deferred below
+		o.DB = cfg
+	}
 	r := newReport(o.Scenario)
 	s, err := open(ctx, o, r)
 	if err != nil {
@@ -87,7 +96,6 @@ func (s *session) settings(ctx context.Context) {
 	if s.redis != nil {
 		r.setting("redis_nodes", len(s.redis.nodes))
 		r.setting("redis_spawned", len(s.redis.procs) > 0)
-		r.setting("lock_pipelining", "default (on)") // the dispatchers' DisableLockPipelining is unset
 	}
 	r.setting("workers_per_dispatcher", o.Workers)
 	r.setting("claim_batch", o.ClaimBatch)
@@ -110,6 +118,14 @@ func (s *session) settings(ctx context.Context) {
 		r.setting("duration", o.Duration.String())
 		r.setting("handler", o.Handler.String())
 		r.setting("enqueue_callers", latencyCallers(o.Rate))
+	case "rate":
+		r.setting("rate", o.Rate)
+		r.setting("duration", o.Duration.String())
+		r.setting("handler", o.Handler.String())
+		r.setting("enqueue_callers", latencyCallers(o.Rate))
+		r.setting("payload_bytes", ratePayloadBytes)
+		r.setting("database", o.DB.ConnConfig.Database+" (the run's own)")
+		r.setting("application_name", s.app)
 	case "memory":
 		r.setting("inflight", o.Inflight)
 		r.setting("handler_hold", o.Handler.String())

@@ -1,6 +1,6 @@
 // Package bench is the engine of `jobpipe bench`: the scenarios of docs/benchmarks.md (drain, steady,
-// unique, slots, fair, herd, select, latency, memory), each run against real PostgreSQL and Redis
-// servers in a schema of its own.
+// unique, slots, fair, herd, select, latency, rate, memory), each run against real PostgreSQL and
+// Redis servers in a schema of its own.
 //
 // A scenario creates its kinds through the public API only (jobinfo.Define, TableSpec.CreateSQL,
 // dispatcher.EnqueueMany, dispatcher.New/Register/Start), so what it measures is what an application

@@ -130,16 +130,7 @@ func runLatency(ctx context.Context, s *session) error {
 	w := newLatencyWatch(jobs)
 	var led ledger
 	s.trace.reset()
-	f, err := s.startFleet(ctx, o.Dispatchers[0], "latency", false, func(d *dispatcher.Dispatcher) error {
-		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[plainJob]) error {
-			n := j.Data.N
-			w.began[n].CompareAndSwap(0, w.now())
-			led.run(n)
-			err := sleepCtx(ctx, o.Handler)
-			w.ended[n].CompareAndSwap(0, w.now())
-			return err
-		})
-	})
+	f, err := startTimedFleet(ctx, s, kind, "latency", w, &led, func(j *plainJob) int64 { return j.N })
 	if err != nil {
 		return err
 	}
@@ -148,7 +139,12 @@ func runLatency(ctx context.Context, s *session) error {
 		p := f.processed()
 		return p, w.enqueued.Load() - p
 	})
-	window, err := s.enqueueAtRate(ctx, kind, w, jobs)
+	pool, err := s.producerPool(ctx)
+	var window time.Duration
+	if err == nil {
+		window, err = enqueueAtRate(ctx, pool, o.Rate, kind, w, jobs, newPlainJob)
+		pool.Close()
+	}
 	if err == nil {
 		err = s.waitProcessed(ctx, f, jobs)
 	}
@@ -171,24 +167,49 @@ func runLatency(ctx context.Context, s *session) error {
 	return nil
 }
 
-// enqueueAtRate enqueues jobs 0 to jobs-1 on the schedule: job n falls due n/Rate after the start and
-// is handed to the first free caller. It returns the time from the start until the last Enqueue
-// returned.
-func (s *session) enqueueAtRate(ctx context.Context, kind *jobinfo.Kind[plainJob], w *latencyWatch, jobs int64) (time.Duration, error) {
+// startTimedFleet starts the dispatcher of latency and rate: Workers workers whose handler records
+// job n (of the job's data) as begun in w and as run in led, sleeps Handler, and records it as ended.
+func startTimedFleet[T any](ctx context.Context, s *session, kind *jobinfo.Kind[T], label string, w *latencyWatch, led *ledger,
+	n func(*T) int64) (*fleet, error) {
+	return s.startFleet(ctx, s.opts.Dispatchers[0], label, false, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[T]) error {
+			n := n(&j.Data)
+			w.began[n].CompareAndSwap(0, w.now())
+			led.run(n)
+			err := sleepCtx(ctx, s.opts.Handler)
+			w.ended[n].CompareAndSwap(0, w.now())
+			return err
+		})
+	})
+}
+
+// producerPool opens the enqueue callers' pool, a connection for each of latencyCallers(Rate)
+// callers, and waits until all are open, so that the schedule never waits for a connection. Its
+// statements are not the dispatchers', so the tracer is off.
+func (s *session) producerPool(ctx context.Context) (*pgxpool.Pool, error) {
 	callers := latencyCallers(s.opts.Rate)
 	cfg := s.config(callers)
-	cfg.ConnConfig.Tracer = nil // the producer's statements are not the dispatcher's
+	cfg.ConnConfig.Tracer = nil
 	cfg.MinConns = int32(callers)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer pool.Close()
 	if err := waitFor(ctx, "the producer's connections", time.Minute, pollEvery, func() (bool, error) {
 		return pool.Stat().IdleConns() >= int32(callers), nil
 	}); err != nil {
-		return 0, err
+		pool.Close()
+		return nil, err
 	}
+	return pool, nil
+}
+
+// enqueueAtRate enqueues jobs 0 to jobs-1 (made by mk) on the schedule of rate jobs/s: job n falls
+// due n/rate after the start and is handed to the first free caller, one per connection of pool. It
+// returns the time from the start until the last Enqueue returned.
+func enqueueAtRate[T any](ctx context.Context, pool *pgxpool.Pool, rate int, kind *jobinfo.Kind[T], w *latencyWatch, jobs int64,
+	mk func(n int64) T) (time.Duration, error) {
+	callers := latencyCallers(rate)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	due := make(chan int64, min(jobs, 1<<16))
@@ -199,7 +220,7 @@ func (s *session) enqueueAtRate(ctx context.Context, kind *jobinfo.Kind[plainJob
 		wg.Go(func() {
 			for n := range due {
 				w.called[n].Store(w.now())
-				_, err := dispatcher.Enqueue(ctx, pool, kind, plainJob{N: n})
+				_, err := dispatcher.Enqueue(ctx, pool, kind, mk(n))
 				if err != nil {
 					cancel(fmt.Errorf("enqueueing job %d: %w", n, err))
 					return
@@ -209,7 +230,7 @@ func (s *session) enqueueAtRate(ctx context.Context, kind *jobinfo.Kind[plainJob
 			}
 		})
 	}
-	err = pace(ctx, paceStart, s.opts.Rate, jobs, due)
+	err := pace(ctx, paceStart, rate, jobs, due)
 	close(due)
 	wg.Wait()
 	window := time.Since(paceStart)

@@ -31,9 +31,9 @@ type Options struct {
 	Keep   bool
 
 	Jobs, Keys, Backlog int
-	// Duration is steady's measured window, and how long latency enqueues.
+	// Duration is steady's measured window, and how long latency and rate enqueue.
 	Duration time.Duration
-	// Rate is how many jobs latency enqueues per second, one Enqueue call per job.
+	// Rate is how many jobs latency and rate enqueue per second, one Enqueue call per job.
 	Rate int
 	// Inflight is how many jobs memory keeps running at once: its handlers hold until that many run.
 	Inflight int
@@ -53,8 +53,8 @@ type Options struct {
 	SlowRun      int
 	// BigJobs wait in fair's one big key, enqueued first; SmallKeys keys of one job each follow.
 	BigJobs, SmallKeys int
-	// Handler is how long each handler of fair and latency sleeps, and how long memory's handlers
-	// hold once Inflight of them run.
+	// Handler is how long each handler of fair, latency and rate sleeps, and how long memory's
+	// handlers hold once Inflight of them run.
 	Handler time.Duration
 	// Tail is how long fair keeps working once every small job is done, before it stops (unless Drain).
 	Tail time.Duration
@@ -99,6 +99,9 @@ const (
 	DefaultRate            = 800
 	DefaultLatencyDuration = 5 * time.Minute
 	DefaultLatencyWorkers  = 32
+	DefaultRateRate        = 600
+	DefaultRateDuration    = 5 * time.Minute
+	DefaultRateWorkers     = 32
 	DefaultMemoryJobs      = 20_000
 	DefaultInflight        = 2_000
 	DefaultMemoryHold      = 2 * time.Second
@@ -184,6 +187,15 @@ func (o Options) withDefaults() Options {
 		if o.Handler == 0 {
 			o.Handler = DefaultHandler
 		}
+	case "rate":
+		def(&o.Rate, DefaultRateRate)
+		def(&o.Workers, DefaultRateWorkers)
+		if o.Duration == 0 {
+			o.Duration = DefaultRateDuration
+		}
+		if o.Handler == 0 {
+			o.Handler = DefaultHandler
+		}
 	case "memory":
 		def(&o.Jobs, DefaultMemoryJobs)
 		def(&o.Inflight, DefaultInflight)
@@ -255,7 +267,7 @@ func (o Options) Validate() error {
 	if o.Rate > maxRate {
 		bad("--rate must be at most %d jobs/s, not %d", maxRate, o.Rate)
 	}
-	if o.Scenario == "latency" && o.Rate > 0 && o.Duration > 0 {
+	if (o.Scenario == "latency" || o.Scenario == "rate") && o.Rate > 0 && o.Duration > 0 {
 		if n := latencyJobs(o.Rate, o.Duration); n < 1 || n > maxLedgerJobs {
 			bad("--rate times --duration must come to 1 to %d jobs, not %d", maxLedgerJobs, n)
 		}

@@ -129,14 +129,13 @@ func randomHex(n int) string {
 }
 
 // lockHook counts the lock commands the dispatchers send: SET NX (an acquire attempt on one node;
-// nil means another holder had the key) and the scripts redsync runs to release and extend. The
-// Locker sends them in pipelines (execlock's automatic pipelining): a pipelined command is counted
-// as one command, and its time is its pipeline's.
+// nil means another holder had the key) and the scripts that release and extend. A lock call sends
+// each command alone; the Locker's janitor sends its compare-and-deletes in pipelines, where a
+// command is counted as one command and its time is its pipeline's.
 type lockHook struct {
 	setNX, setNXTaken, scripts, errs atomic.Int64
 	setNXTime, scriptTime            atomic.Int64 // nanoseconds
-	// Round trips that carried the lock commands: pipelines, and commands sent alone (a lone
-	// command leaves the pipeliner at once, as a command of its own).
+	// Round trips that carried the lock commands: pipelines, and commands sent alone.
 	pipelines, alone atomic.Int64
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,7 +26,11 @@ const cleanupTimeout = 30 * time.Second
 // session is one run's world: its schema, its own pool (setup, inserts, checks), the tracer on the
 // dispatchers' pools, and the Redis nodes when the scenario needs them.
 type session struct {
-	opts   Options
+	opts Options
+	// app is the application_name of the run's dispatchers and enqueue callers, unique to this
+	// process, so that the rate scenario finds their backends in pg_stat_activity; the bench's own
+	// pool adds " (bookkeeping)" to it.
+	app    string
 	report *Report
 	db     *pgxpool.Pool
 	trace  *tracer
@@ -35,13 +40,14 @@ type session struct {
 
 // open creates the run's schema afresh and applies jobpipe's migrations to it.
 func open(ctx context.Context, o Options, r *Report) (*session, error) {
-	s := &session{opts: o, report: r, trace: newTracer(),
+	s := &session{opts: o, report: r, trace: newTracer(), app: fmt.Sprintf("jobpipe bench %s %d", o.Scenario, os.Getpid()),
 		logger: slog.New(slog.NewTextHandler(o.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if err := s.createSchema(ctx); err != nil {
 		return nil, err
 	}
 	cfg := s.config(DefaultPool)
 	cfg.ConnConfig.Tracer = nil
+	cfg.ConnConfig.RuntimeParams["application_name"] = s.app + " (bookkeeping)"
 	db, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		s.dropSchema(ctx)
@@ -60,7 +66,7 @@ func open(ctx context.Context, o Options, r *Report) (*session, error) {
 func (s *session) config(maxConns int) *pgxpool.Config {
 	cfg := s.opts.DB.Copy()
 	cfg.ConnConfig.RuntimeParams["search_path"] = s.opts.Schema
-	cfg.ConnConfig.RuntimeParams["application_name"] = "jobpipe bench " + s.opts.Scenario
+	cfg.ConnConfig.RuntimeParams["application_name"] = s.app
 	cfg.ConnConfig.Tracer = s.trace
 	cfg.MaxConns = int32(maxConns)
 	return cfg

@@ -20,6 +20,9 @@ func ValidateVersus(scenario, vs string) error {
 	switch {
 	case !rateScenarios[vs]:
 		return fmt.Errorf("--vs %q: want one of %s (the scenarios that report jobs_per_s)", vs, names)
+	case scenario == "rate":
+		// rate's jobs_per_s is the load it offers, not a throughput.
+		return fmt.Errorf("--vs compares throughput, and rate runs at the fixed --rate: use it after one of %s", names)
 	case !rateScenarios[scenario]:
 		return fmt.Errorf("--vs compares jobs_per_s, which %s does not report: use it after one of %s", scenario, names)
 	}

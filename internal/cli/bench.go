@@ -14,7 +14,7 @@ import (
 	"github.com/jobpipe/jobpipe/internal/bench"
 )
 
-const benchUsage = `usage: jobpipe bench drain|steady|unique|slots|fair|herd|select|latency|memory [flags]
+const benchUsage = `usage: jobpipe bench drain|steady|unique|slots|fair|herd|select|latency|rate|memory [flags]
 
 Runs one benchmark of docs/benchmarks.md against PostgreSQL (and Redis for unique, slots and fair) in
 a schema of its own, created afresh (jobpipe's migrations applied, the kinds created with
@@ -55,6 +55,14 @@ scenarios and targets (for a 2-core machine):
           sleep. Enqueue-to-start is the Enqueue call to the handler's start (local clock);
           end-to-end is created_at to processed_at (database clock)
                               enqueue-to-start p99 <= 20 ms, end-to-end p99 <= 50 ms at 800 jobs/s
+  rate    what a job costs at a fixed, moderate load: --rate jobs per second for --duration, each
+          its own Enqueue call with a 256-byte payload on latency's schedule and callers, worked by
+          one dispatcher of --workers with a --handler sleep. Over the window from the first job due
+          to the last processed: CPU time per job of this process (/proc/self/stat), of the
+          PostgreSQL backends serving the run (their /proc/<pid>/stat, found in pg_stat_activity
+          by application_name) and of the whole machine (/proc/stat), the database's transactions
+          per job (pg_stat_database), and enqueue-to-start. Needs the server on this machine and
+          its processes readable (root)                                              (no target)
   memory  --jobs jobs enqueued up front, then one dispatcher of --inflight workers whose handlers
           hold until --inflight run at once, then --handler long; samples this process (VmRSS, Go
           heap, goroutines) every 100 ms. The process also holds the bench's own pool and ledger
@@ -79,17 +87,17 @@ flags (defaults in brackets):
                        the key reaches its limit; 1 spreads them evenly [2 x key-limit]
   --big-jobs N         fair: jobs of the big key, enqueued first [100000]
   --small-keys N       fair: keys of one job each, enqueued after the big key's [1000]
-  --handler D          fair, latency: how long every handler sleeps [1ms]; memory: how long the
-                       handlers hold once --inflight run [2s]
+  --handler D          fair, latency, rate: how long every handler sleeps [1ms]; memory: how long
+                       the handlers hold once --inflight run [2s]
   --tail D             fair: how long to go on once the small jobs are done, then stop [2s]
   --drain              fair: stop only once the big key's backlog is done too
-  --duration D         steady: the measured window [60s]; latency: how long to enqueue [5m]
-  --rate N             latency: jobs enqueued per second [800]
+  --duration D         steady: the measured window [60s]; latency, rate: how long to enqueue [5m]
+  --rate N             latency, rate: jobs enqueued per second [latency 800, rate 600]
   --inflight N         memory: jobs running at once [2000]
   --backlog N          steady: waiting jobs to keep [75000]
   --dispatchers LIST   dispatchers in this process, each with its own pool [herd 1,3,5,7,10; others 1]
   --workers N          each dispatcher's Concurrency [100; unique 1000; slots keys x key-limit;
-                       latency 32; memory --inflight]
+                       latency 32; rate 32; memory --inflight]
   --claim-batch N      each dispatcher's ClaimBatch [100]
   --pool N             connections in each dispatcher's pool [8; herd 4]
   --batch N            jobs per EnqueueMany call [10000]

@@ -254,6 +254,50 @@ func TestBenchLatency(t *testing.T) {
 	}
 }
 
+// rate at 100 jobs/s for 3 s: every measurement is in the RESULT line and the accounting holds.
+// The run reads the server's backends in /proc, so it needs the server on this machine.
+func TestBenchRate(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewSchema(t)
+	args := []string{"bench", "rate", "--rate", "100", "--duration", "3s", "--database-url", s.URL, "--schema", s.Name, "--progress", "0"}
+	code, stdout, stderr := runCLI(t, args...)
+	if code != 0 && strings.Contains(stderr, "the server is not a process of this machine") {
+		t.Skipf("the test server runs elsewhere: %s", firstLine(stderr))
+	}
+	if code != 0 {
+		t.Fatalf("jobpipe %q: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
+	}
+	p := resultLine(t, stdout, "scenario", "jobs", "rate", "rate_achieved", "seconds", "jobs_per_s", "workers", "handler_ms",
+		"start_p50_ms", "start_p99_ms", "worker_cpu_us_per_job", "pg_cpu_us_per_job", "machine_cpu_us_per_job",
+		"xacts_per_job", "dispatch_xacts_per_job", "early")
+	if p["scenario"] != "rate" || p["jobs"] != "300" || p["rate"] != "100" || p["workers"] != "32" || p["handler_ms"] != "1" ||
+		p["early"] != "0" {
+		t.Errorf("RESULT: %v", p)
+	}
+	num := func(key string) float64 {
+		v, err := strconv.ParseFloat(p[key], 64)
+		if err != nil {
+			t.Errorf("%s = %q: not a number", key, p[key])
+		}
+		return v
+	}
+	// Both sides did work, the machine did at least what they did, and each job took at least its
+	// own Enqueue transaction and more to be claimed and finished.
+	worker, pg, machine := num("worker_cpu_us_per_job"), num("pg_cpu_us_per_job"), num("machine_cpu_us_per_job")
+	if worker <= 0 || pg <= 0 || machine < pg {
+		t.Errorf("CPU per job: worker %v, pg %v, machine %v µs; want both positive and the machine's at least PostgreSQL's", worker, pg, machine)
+	}
+	if x, rest := num("xacts_per_job"), num("dispatch_xacts_per_job"); x < 1 || rest <= 0 || math.Abs(x-rest-1) > 0.011 {
+		t.Errorf("xacts_per_job %v, dispatch_xacts_per_job %v; want at least 1, and one less", x, rest)
+	}
+	if p50, p99 := num("start_p50_ms"), num("start_p99_ms"); p50 <= 0 || p99 < p50 {
+		t.Errorf("start p50 %v, p99 %v ms", p50, p99)
+	}
+	if !strings.Contains(stdout, "PostgreSQL backends' CPU") {
+		t.Errorf("no CPU table:\n%s", stdout)
+	}
+}
+
 func TestBenchMemory(t *testing.T) {
 	t.Parallel()
 	stdout := runBenchCLI(t, "memory", "--jobs", "120", "--inflight", "40", "--handler", "300ms")
@@ -291,14 +335,33 @@ func TestBenchRefusesForeignSchema(t *testing.T) {
 	}
 }
 
+// rate runs in a database named after --schema, created for the run; one it did not create stays.
+func TestBenchRateRefusesForeignDatabase(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewSchema(t)
+	ctx := context.Background()
+	if _, err := s.Pool.Exec(ctx, "CREATE DATABASE "+s.Name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = s.Pool.Exec(context.Background(), "DROP DATABASE IF EXISTS "+s.Name+" WITH (FORCE)") })
+	code, _, stderr := runCLI(t, "bench", "rate", "--rate", "10", "--duration", "1s", "--database-url", s.URL, "--schema", s.Name)
+	if code != 1 || !strings.Contains(stderr, "database "+s.Name+" exists and was not made by jobpipe bench: pick another --schema") {
+		t.Errorf("exit %d, stderr %q; want exit 1 and a refusal", code, stderr)
+	}
+	var n int
+	if err := s.Pool.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", s.Name).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the database is gone: %d, %v", n, err)
+	}
+}
+
 func TestBenchRefusesBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{nil, "missing the scenario: one of drain, fair, herd, latency, memory, select, slots, steady, unique"},
-		{[]string{"nosuch"}, `unknown scenario "nosuch": want one of [drain fair herd latency memory select slots steady unique]`},
+		{nil, "missing the scenario: one of drain, fair, herd, latency, memory, rate, select, slots, steady, unique"},
+		{[]string{"nosuch"}, `unknown scenario "nosuch": want one of [drain fair herd latency memory rate select slots steady unique]`},
 		{[]string{"drain", "steady"}, "too many arguments"},
 		{[]string{"drain", "--jobs", "-1"}, "--jobs must be positive, not -1"},
 		{[]string{"drain", "--jobs", "0"}, "--jobs must be positive, not 0"},
@@ -319,6 +382,9 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"latency", "--rate", "x"}, `invalid value "x" for flag -rate`},
 		{[]string{"latency", "--duration", "1ms", "--rate", "100"}, "--rate times --duration must come to 1 to"},
 		{[]string{"latency", "--handler", "-1ms"}, "--slow, --handler and --tail must be positive"},
+		{[]string{"rate", "--rate", "0"}, "--rate must be positive, not 0"},
+		{[]string{"rate", "--duration", "1ms", "--rate", "100"}, "--rate times --duration must come to 1 to"},
+		{[]string{"rate", "--vs", "drain"}, "--vs compares throughput, and rate runs at the fixed --rate"},
 		{[]string{"memory", "--inflight", "0"}, "--inflight must be positive, not 0"},
 		{[]string{"memory", "--inflight", "-1"}, "--inflight must be positive, not -1"},
 		{[]string{"memory", "--jobs", "100"}, "--jobs (100) and --workers (2000) must be at least --inflight (2000)"},
@@ -347,7 +413,7 @@ func TestBenchHelp(t *testing.T) {
 	if code != 0 || stdout != benchUsage {
 		t.Errorf("help bench: exit %d\n%s", code, stdout)
 	}
-	for _, want := range []string{"drain|steady|unique|slots|fair|herd|select|latency|memory", ">= 30,000 jobs/s", "--spawn-redis N",
+	for _, want := range []string{"drain|steady|unique|slots|fair|herd|select|latency|rate|memory", ">= 30,000 jobs/s", "--spawn-redis N",
 		"--rate N", "--inflight N", "--vs SCENARIO", "one job per key (shallow keys)", "enqueue-to-start p99 <= 20 ms, end-to-end p99 <= 50 ms", "RSS <= 100 MiB",
 		"[herd 1,3,5,7,10; others 1]", "--key-limit N", "--big-jobs N", "--small-keys N", ">= 80% of unique's jobs/s"} {
 		if !strings.Contains(benchUsage, want) {

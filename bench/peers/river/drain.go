@@ -54,7 +54,7 @@ func (s *session) drain(ctx context.Context) error {
 	r.result("scenario", "drain")
 	r.result("peer", "river")
 	r.result("jobs", jobs)
-	r.result("workers", maxWorkers)
+	r.result("workers", s.opts.workers)
 	r.result("seconds", round(elapsed.Seconds(), 2))
 	r.result("jobs_per_s", rate(jobs, elapsed))
 	r.result("insert_jobs_per_s", rate(jobs, insertTime))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync/atomic"
@@ -20,8 +21,8 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 )
 
-// River's own benchmark configuration (cmd/river/riverbench in River's repository): the client's
-// fetch timings, the default queue's workers and the insert batch.
+// River's own benchmark configuration (cmd/river/riverbench in River's repository), which drain and
+// steady use: the client's fetch timings, the default queue's workers and the insert batch.
 const (
 	fetchCooldown     = 2 * time.Millisecond
 	fetchPollInterval = 20 * time.Millisecond
@@ -38,8 +39,17 @@ const cleanupTimeout = 30 * time.Second
 
 // session is one run: its schema, the pool in it, the River client and what the run counts.
 type session struct {
-	opts   options
-	log    io.Writer
+	opts options
+	log  io.Writer
+	// app is the application_name of the client's and the producer's connections, unique to this
+	// process, so that rate finds their backends in pg_stat_activity.
+	app string
+	// cfg is the pool's configuration, in the run's database.
+	cfg *pgxpool.Config
+	// dropDatabase drops rate's own database (nil for the others).
+	dropDatabase func(context.Context)
+	// watch times rate's jobs (nil for the others).
+	watch  *latencyWatch
 	pool   *pgxpool.Pool
 	client *river.Client[pgx.Tx]
 	report *report
@@ -75,17 +85,31 @@ func (w *countingWorker) Work(_ context.Context, j *river.Job[benchArgs]) error 
 
 // open connects, creates the schema afresh, applies River's migrations in it and makes the client.
 func open(ctx context.Context, o options, log io.Writer) (*session, error) {
-	s := &session{opts: o, log: log, report: &report{started: time.Now()}}
+	s := &session{opts: o, log: log, report: &report{started: time.Now()},
+		app: fmt.Sprintf("river peer bench %s %d", o.scenario, os.Getpid())}
 	cfg, err := pgxpool.ParseConfig(o.databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("--database-url: %w", err)
 	}
+	if o.scenario == "rate" {
+		// rate reads its transactions in pg_stat_database, which counts a whole database's: in a
+		// shared one, other clients' would count too.
+		if s.dropDatabase, err = createDatabase(ctx, cfg.ConnConfig, o.schema, o.keep, log); err != nil {
+			return nil, err
+		}
+		cfg.ConnConfig.Database = o.schema
+		s.watch = newLatencyWatch(rateJobs(o.rate, o.duration))
+	}
 	if err := s.createSchema(ctx, cfg.ConnConfig.Copy()); err != nil {
+		if s.dropDatabase != nil {
+			s.dropDatabase(ctx)
+		}
 		return nil, err
 	}
+	s.cfg = cfg
 	// River's bench makes its pool from the URL with pgx's defaults; only the schema is added.
 	cfg.ConnConfig.RuntimeParams["search_path"] = o.schema
-	cfg.ConnConfig.RuntimeParams["application_name"] = "river peer bench " + o.scenario
+	cfg.ConnConfig.RuntimeParams["application_name"] = s.app
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		s.close(ctx)
 		return nil, err
@@ -102,11 +126,16 @@ func open(ctx context.Context, o options, log io.Writer) (*session, error) {
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &countingWorker{led: &s.led})
+	river.AddWorker(workers, &timedWorker{s: s})
+	pollInterval := fetchPollInterval
+	if o.scenario == "rate" {
+		pollInterval = 0 // River's default
+	}
 	s.client, err = river.NewClient(driver, &river.Config{
-		FetchCooldown:     fetchCooldown,
-		FetchPollInterval: fetchPollInterval,
+		FetchCooldown:     o.fetchCooldown,
+		FetchPollInterval: pollInterval,
 		Logger:            logger,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.workers}},
 		Workers:           workers,
 	})
 	if err != nil {
@@ -197,8 +226,11 @@ func (s *session) stop(ctx context.Context) error {
 	return err
 }
 
-// close stops the client, closes the pool and drops the schema unless --keep.
+// close stops the client, closes the pool and drops the schema (and rate's database) unless --keep.
 func (s *session) close(ctx context.Context) {
+	if s.dropDatabase != nil {
+		defer s.dropDatabase(ctx)
+	}
 	if err := s.stop(ctx); err != nil {
 		fmt.Fprintf(s.log, "river bench: stopping the client: %v\n", err)
 	}
@@ -214,10 +246,10 @@ func (s *session) close(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	cc, err := pgx.ParseConfig(s.opts.databaseURL)
-	if err == nil {
+	var err error
+	if s.cfg != nil { // else the schema was never created
 		var conn *pgx.Conn
-		if conn, err = pgx.ConnectConfig(ctx, cc); err == nil {
+		if conn, err = pgx.ConnectConfig(ctx, s.cfg.ConnConfig.Copy()); err == nil {
 			_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.opts.schema}.Sanitize()+" CASCADE")
 			conn.Close(ctx)
 		}
@@ -297,12 +329,26 @@ func (s *session) settings(ctx context.Context) {
 			r.setting("pg_"+name, v)
 		}
 	}
-	r.setting("max_workers", maxWorkers)
-	r.setting("fetch_cooldown", fetchCooldown.String())
-	r.setting("fetch_poll_interval", fetchPollInterval.String())
-	r.setting("insert_batch", insertBatch)
+	r.setting("max_workers", s.opts.workers)
+	r.setting("fetch_cooldown", s.opts.fetchCooldown.String())
+	if s.opts.scenario == "rate" {
+		r.setting("fetch_poll_interval", river.FetchPollIntervalDefault.String()+" (River's default)")
+		r.setting("rate", s.opts.rate)
+		r.setting("duration", s.opts.duration.String())
+		r.setting("handler", s.opts.handler.String())
+		r.setting("insert_callers", rateCallers(s.opts.rate))
+		r.setting("insert", "InsertTx and commit, one job per transaction, on a connection per caller")
+		r.setting("payload_bytes", ratePayloadBytes)
+		r.setting("database", s.cfg.ConnConfig.Database+" (the run's own)")
+		r.setting("application_name", s.app)
+	} else {
+		r.setting("fetch_poll_interval", fetchPollInterval.String())
+		r.setting("insert_batch", insertBatch)
+	}
 	r.setting("pool_max_conns", s.pool.Config().MaxConns)
-	r.setting("analyze_after_load", !s.opts.noAnalyze)
+	if s.opts.scenario != "rate" { // rate loads nothing before it starts
+		r.setting("analyze_after_load", !s.opts.noAnalyze)
+	}
 }
 
 // moduleVersion is the version of a module the binary was built with.

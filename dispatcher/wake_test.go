@@ -1,0 +1,78 @@
+package dispatcher_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/jobinfo"
+)
+
+// claimCounter counts the claim statements of plain kinds a pool sends.
+type claimCounter struct{ n atomic.Int64 }
+
+func (c *claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(d.SQL, "WITH next AS") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Jobs that trickle in, each worked before the next arrives, cost a claim each: the end of a job
+// does not make the dispatcher look for work again when nothing was left waiting (the next job's
+// notification says when there is), while a backlog is still claimed as workers free up.
+func TestJobEndsDoNotClaimWithoutBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[plainJob]("trickle")
+	createKind(t, b.db, kind)
+	counter := &claimCounter{}
+	pcfg := b.db.Config()
+	pcfg.ConnConfig.Tracer = counter
+	traced, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(traced.Close)
+	cfg := b.cfg
+	cfg.DB, cfg.PollInterval, cfg.Concurrency = traced, time.Hour, 4
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(context.Context, *dispatcher.Job[plainJob]) error { return nil })
+	})
+	time.Sleep(200 * time.Millisecond) // the first claim at Start
+	counter.n.Store(0)
+	const trickle = 20
+	for i := range trickle {
+		if _, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: int64(i)}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the job processed", 10*time.Second, func() (bool, error) {
+			return d.Stats().Processed == int64(i+1), nil
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // any claim a job's end would set off
+	if n := counter.n.Load(); n != trickle {
+		t.Errorf("%d claims for %d jobs enqueued one at a time; want one each", n, trickle)
+	}
+
+	// A backlog of 40 jobs on 4 workers is claimed as workers free up, without a poll.
+	var jobs []plainJob
+	for i := range 40 {
+		jobs = append(jobs, plainJob{N: int64(100 + i)})
+	}
+	if _, err := dispatcher.EnqueueMany(ctx, b.db, kind, jobs); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the backlog processed", 10*time.Second, func() (bool, error) {
+		return d.Stats().Processed == trickle+40, nil
+	})
+}
