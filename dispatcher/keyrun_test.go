@@ -303,10 +303,10 @@ func TestKeyRunHoldsItsKeyWhenRedisForgetsTheLock(t *testing.T) {
 	}
 }
 
-// A run's finish that waits past the lock's validity (here the key's next row is locked elsewhere
-// for longer than the lease) does not start the next job on a lapsed lock: the run renews it first,
-// or, the lock having expired, gives the job back unrun. The job then starts afresh, on its first
-// attempt, with no lease lost.
+// A run's finish that waits past the lock's validity (here the finished job's row is locked
+// elsewhere for longer than the lease) does not start the next job on a lapsed lock: the run renews
+// it first, or, the lock having expired, gives the job back unrun. The job then starts afresh, on its
+// first attempt, with no lease lost.
 func TestKeyRunRenewsItsLockAfterASlowFinish(t *testing.T) {
 	t.Parallel()
 	b := newRun(t)
@@ -321,12 +321,12 @@ func TestKeyRunRenewsItsLockAfterASlowFinish(t *testing.T) {
 			if j.Data.Seq != 0 {
 				return nil
 			}
-			// Hold the key's next row for 1.5 s from another transaction: the finish that claims it waits.
+			// Hold this job's row for 1.5 s from another transaction: its finish waits.
 			tx, err := b.db.Begin(ctx)
 			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, "SELECT 1 FROM run_slow_finish WHERE seq = 1 FOR UPDATE"); err != nil {
+			if _, err := tx.Exec(ctx, "SELECT 1 FROM run_slow_finish WHERE seq = 0 FOR UPDATE"); err != nil {
 				return err
 			}
 			go func() {
@@ -340,7 +340,7 @@ func TestKeyRunRenewsItsLockAfterASlowFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "both processed", 10*time.Second, func() (bool, error) {
-		return countWhere(t, b.db, "run_slow_finish", "processed_at IS NOT NULL") == 2, nil
+		return d.Stats().Processed == 2, nil
 	})
 	if n := countWhere(t, b.db, "run_slow_finish", "attempts_made <> 1"); n != 0 {
 		t.Errorf("%d jobs took more than one attempt", n)
