@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -177,7 +179,10 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 	}
 	args := []any{ids, tokens, outs, errs, delays, k.finishNotifies(batch)}
 	if k.keyed {
-		args = append(args, slots, k.info.KeyLimit, k.info.Name, k.leaseSeconds(), k.d.cfg.NodeName)
+		// Planned for its arguments each time rather than once per connection: a generic plan prices
+		// the batch's arrays at ten elements and joins the finished and the claimed rows to them in
+		// nested loops, quadratic in a batch of hundreds (docs/benchmarks.md, "Key runs").
+		args = append([]any{pgx.QueryExecModeExec}, append(args, slots, k.info.KeyLimit, k.info.Name, k.leaseSeconds(), k.d.cfg.NodeName)...)
 	}
 	sent := time.Now()
 	rows, err := db.Query(ctx, k.sql.finish, args...)

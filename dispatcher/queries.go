@@ -296,25 +296,30 @@ SELECT id, (SELECT pg_notify(%[12]s, %[13]s) WHERE $6) IS NULL FROM done`,
 // finishRunSQL is a keyed kind's finish statement (see finishSQL). It also continues key runs: for
 // each finished job with a slot in $7 (-1: the run ends) whose outcome leaves nothing of its key
 // behind it (processed or failed), it claims the key's next due waiting job on the same slot, as any
-// claim does (attempt counted, token bumped, its own lease: $10 seconds, owner $11). The job is its
-// key's first waiting job in the kind's order (the k-th for the k-th run of a key finishing in the
-// batch), and is only claimed while the kind is not paused, runs fewer jobs than its total, and the
-// key no more than its limit: the limits are read afresh from jobpipe_kind_limits and
-// jobpipe_key_limits for kind $9 ($8 is the kind's configured per-key default), so a change ends
-// runs at their next job even when no claim pass reads them. The finished rows still hold their slots in the statement's snapshot,
-// so they count as running, and each next row takes its predecessor's slot only after the
-// predecessor's update gave it up (nxt reads done), which the running-slots index checks as usual.
-// The key's jobs up to the next one are locked SKIP LOCKED, and the run ends when one of them is
-// locked elsewhere (a claim pass choosing it, another finish claiming it): the statement never waits
-// for another transaction's row locks, which could wait for its own, and a job is never started
-// ahead of an earlier one of its key that another transaction may still claim. Both updates find
-// their rows by an id array (ANY), which the planner looks up in the primary key whatever its
-// estimates; joined to the CTEs alone, it planned a walk of every waiting job per claim.
+// claim does (attempt counted, token bumped, its own lease: $10 seconds, owner $11).
+//
+//   - The job is its key's first waiting job in the kind's order (the k-th for the k-th run of a key
+//     finishing in the batch).
+//   - The limits are read afresh from jobpipe_kind_limits and jobpipe_key_limits for kind $9 ($8 is
+//     the kind's configured per-key default), so a change ends runs at their next job even when no
+//     claim pass reads them: the kind must not be paused or run its total, and the run's slot must be
+//     below the key's limit. Slots are below the limit when taken and distinct, so a run on a slot at
+//     or above a lowered limit ends, and the key's running jobs fall to the limit.
+//   - Each next row takes its predecessor's slot only after the predecessor's update gave it up (nxt
+//     reads done), which the running-slots index checks as usual.
+//   - The claims are one row of arrays, so that their update looks its rows up by id whatever the
+//     planner estimates: joined to a row per claim, estimated at one, it became a nested loop that
+//     read every claimed row again for each claim.
+//   - The key's jobs up to the next one are locked SKIP LOCKED, and the run ends when one of them is
+//     locked elsewhere (a claim pass choosing it, another finish claiming it): the statement never
+//     waits for another transaction's row locks, which could wait for its own, and a job never starts
+//     ahead of an earlier one of its key that another transaction may still claim.
+//
 // It returns a row per job claimed, or one row if none was: the ids of the finished jobs whose fence
 // held (an array, in the first row only), the notification's column, then the id of the finished job
-// the claim follows and the claim's columns (NULL when none). Joining the claims to the finished
-// jobs instead would be planned as a nested loop over both, quadratic in the batch. A key whose run
-// ended, or a job that goes back to wait, notifies the kind's channel.
+// the claim follows and the claim's columns (NULL when none). A key whose run ended, or a job that
+// goes back to wait, notifies the kind's channel. It runs with a plan made for its arguments (see
+// runFinish).
 func finishRunSQL(info *jobinfo.Info, table, onConflict string, quoted []string) string {
 	var keyCols, tKeyCols []string
 	for _, k := range info.Key {
@@ -326,7 +331,8 @@ func finishRunSQL(info *jobinfo.Info, table, onConflict string, quoted []string)
 		order, due = "COALESCE(e.process_after, e.created_at), e.id", "COALESCE(e.process_after, e.created_at) <= now()"
 	}
 	claimSet := `attempts_made = t.attempts_made + 1, started_at = now(), lease_expires_at = now() + make_interval(secs => $10),
-		lease_owner = $11, lock_token = t.lock_token + 1, updated_at = now(), lock_slot = c.slot`
+		lease_owner = $11, lock_token = t.lock_token + 1, updated_at = now(),
+		lock_slot = c.slots[array_position(c.ids, t.id)]`
 	return fmt.Sprintf(`WITH u AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int2[], $4::text[], $5::float8[], $7::int[]) AS u(id, token, outcome, err, delay, slot)),
 done AS (
@@ -337,7 +343,7 @@ done AS (
 		process_after = CASE WHEN u.outcome IN (%[5]d, %[6]d, %[7]d) THEN now() + make_interval(secs => u.delay) ELSE t.process_after END,
 		attempts_made = CASE WHEN u.outcome IN (%[6]d, %[7]d) THEN t.attempts_made - 1 ELSE t.attempts_made END,
 		started_at = CASE WHEN u.outcome = %[7]d AND t.attempts_made = 1%[14]s THEN NULL ELSE t.started_at END
-	FROM u WHERE t.id = ANY ($1) AND t.id = u.id AND t.lock_token = u.token AND %[8]s
+	FROM u WHERE t.id = u.id AND t.lock_token = u.token AND %[8]s
 	RETURNING t.id, u.outcome, u.delay, u.slot, %[15]s),
 again AS (
 	INSERT INTO %[1]s (%[9]s, process_after)
@@ -354,18 +360,19 @@ nxt AS (
 			SELECT e.id, e.created_at, e.process_after, %[18]s AS due FROM %[1]s e
 			WHERE %[19]s AND %[20]s ORDER BY %[17]s LIMIT r.rn) e) w
 	WHERE NOT kl.paused AND w.n = r.rn AND w.due
-		AND (SELECT count(*) FROM %[1]s e WHERE %[19]s AND %[21]s) <= coalesce(
+		AND r.slot < coalesce(
 			(SELECT CASE WHEN l.paused THEN 0 ELSE coalesce(l.key_limit, kl.key_limit) END FROM jobpipe_key_limits l
 			 WHERE l.kind = $9 AND l.key_value = %[22]s), kl.key_limit)
 		AND (kl.max_running IS NULL OR (SELECT count(*) FROM %[1]s e WHERE %[21]s) < kl.max_running)),
 free AS (
 	SELECT t.id FROM %[1]s t WHERE t.id = ANY (ARRAY(SELECT unnest(ids) FROM nxt)) FOR UPDATE SKIP LOCKED),
 claimable AS (
-	SELECT n.prev, n.slot, n.ids[n.rn] AS id FROM nxt n WHERE n.ids <@ ARRAY(SELECT id FROM free)),
+	SELECT array_agg(n.ids[n.rn]) AS ids, array_agg(n.prev) AS prevs, array_agg(n.slot) AS slots
+	FROM nxt n WHERE n.ids <@ ARRAY(SELECT id FROM free)),
 claimed AS (
 	UPDATE %[1]s t SET %[23]s FROM claimable c
-	WHERE t.id = ANY (ARRAY(SELECT id FROM claimable)) AND t.id = c.id AND %[24]s
-	RETURNING c.prev, %[25]s)
+	WHERE t.id = ANY (c.ids) AND %[24]s
+	RETURNING c.prevs[array_position(c.ids, t.id)] AS prev, %[25]s)
 SELECT CASE WHEN c.prev IS NULL OR c.prev = (SELECT min(prev) FROM claimed) THEN (SELECT array_agg(id) FROM done) END,
 	(SELECT pg_notify(%[12]s, %[13]s) WHERE $6 OR (SELECT count(*) FROM runs) > (SELECT count(*) FROM claimed)) IS NULL, c.*
 FROM (SELECT) one LEFT JOIN claimed c ON true`,
