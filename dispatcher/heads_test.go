@@ -87,7 +87,7 @@ func newHeadsFixture(t *testing.T, keys []int64) *headsFixture {
 	return &headsFixture{db: db, kind: kind, counter: counter}
 }
 
-// newPass returns a heads pass over the fixture's kind that has learned nothing yet.
+// newPass returns a heads pass over the fixture's kind.
 func (f *headsFixture) newPass(t *testing.T) *dispatcher.HeadsPass {
 	t.Helper()
 	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
@@ -155,42 +155,6 @@ func checkPass(t *testing.T, f *headsFixture, what string, got []int64, fromWalk
 	}
 }
 
-// A pass learns how long its walk must be from the backlog it walked, and a walk that turns out too
-// short for a backlog that changed is walked again at the widest, not replaced by the key scan.
-func TestHeadsPassLearnsItsWalk(t *testing.T) {
-	t.Parallel()
-	// 300 keys in turn, 3 jobs each: ids 1-300 are the keys' first jobs.
-	f := newHeadsFixture(t, roundRobin(300, 3))
-	pass := f.newPass(t)
-	if got := pass.Walk(100); got != 500 {
-		t.Fatalf("first walk for 100 jobs = %d, want the widest, 4×100+100 = 500", got)
-	}
-	ids, fromWalk := f.selectHeads(t, pass, 100)
-	checkPass(t, f, "first pass", ids, fromWalk, idRange(1, 100), 100, 1, 0)
-	// The walk of 500 held 300 heads: 5/3 jobs per head, with a margin of 1.5, plus 20.
-	if got := pass.Walk(100); got != 270 {
-		t.Fatalf("after a walk of 500 jobs with 300 heads, the walk for 100 jobs = %d, want 5/3×1.5×100+20 = 270", got)
-	}
-	ids, fromWalk = f.selectHeads(t, pass, 100)
-	checkPass(t, f, "second pass", ids, fromWalk, idRange(1, 100), 100, 1, 0)
-	// Every job of the walk of 270 was a head.
-	if got := pass.Walk(100); got != 170 {
-		t.Fatalf("after a walk of 270 jobs with 270 heads, the walk for 100 jobs = %d, want 1×1.5×100+20 = 170", got)
-	}
-
-	// The first 300 jobs now belong to one key: a walk of 170 finds 1 head, the widest walk (500) the
-	// 100 wanted: that key's first job and jobs 301-399, the first of keys 0-98 now.
-	if _, err := f.db.Exec(context.Background(), "UPDATE head_job SET k = -1 WHERE id <= 300"); err != nil {
-		t.Fatal(err)
-	}
-	ids, fromWalk = f.selectHeads(t, pass, 100)
-	checkPass(t, f, "pass after the backlog changed", ids, fromWalk, append([]int64{1}, idRange(301, 399)...), 100, 2, 0)
-	// 500 jobs walked, 201 heads among them.
-	if got := pass.Walk(100); got != 393 {
-		t.Fatalf("after a walk of 500 jobs with 201 heads, the walk for 100 jobs = %d, want 393", got)
-	}
-}
-
 // A walk that passes every waiting job has found every head: no key scan follows.
 func TestHeadsPassShortBacklogNeedsNoScan(t *testing.T) {
 	t.Parallel()
@@ -218,33 +182,20 @@ func TestHeadsPassScansWhenTheWidestWalkFallsShort(t *testing.T) {
 	}
 }
 
-// A pass whose walks found less than half its heads leaves the next three to the key scan alone
-// (the walk would only add its cost), and the pass after them walks again. One whose walks found at
-// least half walks again at once.
-func TestHeadsPassScansAloneWhileTheWalkFindsLittle(t *testing.T) {
+// Every pass walks and, when the walk finds fewer heads than wanted while more jobs wait beyond it,
+// scans the keys for the rest; a walk that finds them all needs no scan.
+func TestHeadsPassWalksThenScans(t *testing.T) {
 	t.Parallel()
 	f := newHeadsFixture(t, oneKeyFront())
 	pass := f.newPass(t)
 	want := append([]int64{1}, idRange(601, 605)...)
-	ids, fromWalk := f.selectHeads(t, pass, 10)
-	checkPass(t, f, "pass 1, the walk finding 1 head of 6", ids, fromWalk, want, 1, 1, 1)
-	for i := 2; i <= 4; i++ {
-		ids, fromWalk = f.selectHeads(t, pass, 10)
-		checkPass(t, f, fmt.Sprintf("pass %d, the key scan alone", i), ids, fromWalk, want, 0, 0, 1)
+	for i := 1; i <= 3; i++ {
+		ids, fromWalk := f.selectHeads(t, pass, 10)
+		checkPass(t, f, fmt.Sprintf("pass %d, the walk finding 1 head of 6", i), ids, fromWalk, want, 1, 1, 1)
 	}
-	ids, fromWalk = f.selectHeads(t, pass, 10)
-	checkPass(t, f, "pass 5, walking again", ids, fromWalk, want, 1, 1, 1)
-
-	// Keys 1-5 (ids 1-5) ahead of key 0 (ids 6-605) and keys 6-10 (ids 606-610): the walk finds 6 of
-	// the 11 heads, and every pass walks.
-	keys := []int64{1, 2, 3, 4, 5}
-	keys = append(keys, make([]int64, 600)...)
-	keys = append(keys, 6, 7, 8, 9, 10)
-	f = newHeadsFixture(t, keys)
+	// 300 keys in turn, 3 jobs each: ids 1-300 are the keys' first jobs, and the walk finds 100.
+	f = newHeadsFixture(t, roundRobin(300, 3))
 	pass = f.newPass(t)
-	want = append(idRange(1, 6), idRange(606, 610)...)
-	for i := 1; i <= 2; i++ {
-		ids, fromWalk = f.selectHeads(t, pass, 11)
-		checkPass(t, f, fmt.Sprintf("pass %d of a walk finding 6 heads of 11", i), ids, fromWalk, want, 6, 1, 1)
-	}
+	ids, fromWalk := f.selectHeads(t, pass, 100)
+	checkPass(t, f, "a walk finding every head", ids, fromWalk, idRange(1, 100), 100, 1, 0)
 }

@@ -204,7 +204,7 @@ func headsSQL(info *jobinfo.Info, table, order, due string) (fast, scan string) 
 		SELECT coalesce(array_agg(e.lock_slot), '{}') AS slots FROM %[2]s e WHERE %[3]s AND %[4]s) r`,
 		info.KeyText("k"), table, sameKey("e", "k"), strings.ReplaceAll(runningCond, "t.", "e."))
 	// final locks the chosen rows (CTE picks) in the kind's order, with their key's state, and ends
-	// each row with two counts (%%s: the walk's rows and its picks; 0, 0 for the scan).
+	// each row with the walk's length (%%s; 0 for the scan).
 	// Rows are fetched by the tuple ids (ctid) the statement read them at, from an array (ARRAY(...)):
 	// a TID scan, cheaper than looking the ids up in an index, and the array keeps the
 	// planner from driving the join from the whole table. Both reads share the statement's snapshot,
@@ -229,7 +229,7 @@ FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, waitingCond, due, order)
 )
 %[8]s`, tCols, due, table, waitingCond, order,
 		fmt.Sprintf(keyState, "(SELECT DISTINCT "+cols+" FROM walk)"), sameKey("w", "k"),
-		fmt.Sprintf(final, "(SELECT count(*) FROM walk), (SELECT count(*) FROM picks)", ""))
+		fmt.Sprintf(final, "(SELECT count(*) FROM walk)", ""))
 	keyTuple := "(" + tCols + ")"
 	kTuple := "(" + strings.Join(prefixed("k.", keyCols), ", ") + ")"
 	scan = fmt.Sprintf(`WITH RECURSIVE walked AS (
@@ -248,7 +248,7 @@ FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, waitingCond, due, order)
 	WHERE h.due
 )
 %[10]s`, tCols, table, waitingCond, keyTuple, kTuple, fmt.Sprintf(keyState, "walked"), order, due,
-		sameKey("t", "k"), fmt.Sprintf(final, "0::int8, 0::int8", " AND t.id <> ALL($3)"))
+		sameKey("t", "k"), fmt.Sprintf(final, "0::int8", " AND t.id <> ALL($3)"))
 	return fast, scan
 }
 

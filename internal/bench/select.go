@@ -28,7 +28,7 @@ type selectSize struct {
 	PassMin    float64 `json:"pass_min_ms"`
 	Ratio      float64 `json:"pass_p50_ratio_to_smallest"`
 	FastHeads  int     `json:"fast_walk_heads"`
-	Walk       int     `json:"fast_walk_length"` // waiting jobs the pass's fast walk looked at, once learned
+	Walk       int     `json:"fast_walk_length"` // waiting jobs the pass's fast walk looks at
 	ScanP50    float64 `json:"key_scan_p50_ms"`
 	ScanP95    float64 `json:"key_scan_p95_ms"`
 	SkipP50    float64 `json:"skipscan_p50_ms"`
