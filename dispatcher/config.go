@@ -110,8 +110,8 @@ const (
 	DefaultHandlerGrace = 5 * time.Second
 	DefaultRedisPrefix  = "jobpipe:lock:"
 	// DefaultKeyRunJobs and DefaultKeyRunTime are the defaults of Config.KeyRunJobs and KeyRunTime.
-	DefaultKeyRunJobs = 100
-	DefaultKeyRunTime = time.Second
+	DefaultKeyRunJobs = 1000
+	DefaultKeyRunTime = 5 * time.Second
 	// DefaultPruneInterval is the default Config.PruneInterval.
 	DefaultPruneInterval = time.Minute
 	pollOnlyInterval     = 200 * time.Millisecond
