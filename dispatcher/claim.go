@@ -118,8 +118,10 @@ func (k *kindRunner) plainClaimFrom() int64 {
 	return k.claimFrom
 }
 
-// claimedPlain remembers where the next claim may start (see plainClaimFrom).
+// claimedPlain remembers where the next claim may start (see plainClaimFrom), and whether this one
+// skipped the front of the index (see produce).
 func (k *kindRunner) claimedPlain(from int64, claims []*claimed, at time.Time) {
+	k.claimedFrom = from
 	if from == 0 {
 		k.fullClaimAt = at
 	}

@@ -53,6 +53,12 @@ func (k *kindRunner) produce(ctx context.Context) {
 			case got == want:
 				retryWait = claimRetryFirst
 				continue // there may be more: look again at once
+			case k.claimedFrom > 0:
+				// A claim that skipped the front of the index and fell short looks there at once: a
+				// job committed after one with a higher id may wait below where it started, and no
+				// notification may come for it.
+				retryWait = claimRetryFirst
+				continue
 			default:
 				retryWait = claimRetryFirst
 				k.armDueTimer(ctx, due)

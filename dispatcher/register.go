@@ -57,6 +57,9 @@ type kindRunner struct {
 	// Where the claims of a plain kind in created order start (see plainClaimFrom); the producer's.
 	claimFrom   int64
 	fullClaimAt time.Time
+	// claimedFrom is where the last claim of a plain kind started: above 0, it skipped the front of
+	// the index, where a job committed after a higher id may wait.
+	claimedFrom int64
 
 	// claimLinger bounds the producer's wait for a full claim's worth of free workers (see linger).
 	claimLinger time.Duration

@@ -76,3 +76,48 @@ func TestJobEndsDoNotClaimWithoutBacklog(t *testing.T) {
 		return d.Stats().Processed == trickle+40, nil
 	})
 }
+
+// A claim that started above the front of the index (a backlog's) and fell short looks at the front
+// at once: a job committed after one with a higher id waits below where it started, and no
+// notification need come for it (here it is inserted without one, and there is no poll).
+func TestShortClaimFromTheMiddleLooksAtTheFront(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[plainJob]("front")
+	createKind(t, b.db, kind)
+	release := make(chan struct{})
+	cfg := b.cfg
+	cfg.PollInterval, cfg.Concurrency, cfg.ClaimBatch = time.Hour, 4, 4
+	var jobs []plainJob
+	for i := range 8 {
+		jobs = append(jobs, plainJob{N: int64(i + 1)})
+	}
+	if _, err := dispatcher.EnqueueMany(ctx, b.db, kind, jobs); err != nil {
+		t.Fatal(err)
+	}
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[plainJob]) error {
+			if j.Data.N > 0 {
+				<-release
+			}
+			return nil
+		})
+	})
+	// The first claim takes jobs 1-4, full; once they end, the next starts at job 1's id and takes
+	// 5-8, full too, and the one after starts at job 5's.
+	release <- struct{}{}
+	release <- struct{}{}
+	release <- struct{}{}
+	release <- struct{}{}
+	waitFor(t, "jobs 5-8 running", 10*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "front", "lease_expires_at IS NOT NULL AND n > 4") == 4, nil
+	})
+	if _, err := b.db.Exec(ctx, "INSERT INTO front (id, n, note) VALUES (0, 0, '')"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitFor(t, "the job below the claims' start processed", 10*time.Second, func() (bool, error) {
+		return d.Stats().Processed == 9, nil
+	})
+}

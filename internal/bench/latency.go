@@ -143,7 +143,9 @@ func runLatency(ctx context.Context, s *session) error {
 	var window time.Duration
 	if err == nil {
 		window, err = enqueueAtRate(ctx, pool, o.Rate, kind, w, jobs, newPlainJob)
-		pool.Close()
+		// Open until the jobs are done, as an application's pool is: Enqueue's coalesced wake-up
+		// goes through it a moment after the call returns.
+		defer pool.Close()
 	}
 	if err == nil {
 		err = s.waitProcessed(ctx, f, jobs)
