@@ -214,7 +214,7 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 	if k.keyed {
 		// Planned for its arguments each time rather than once per connection: a generic plan prices
 		// the batch's arrays at ten elements and joins the finished and the claimed rows to them in
-		// nested loops, quadratic in a batch of hundreds (docs/benchmarks.md, "Key runs").
+		// nested loops, quadratic in a batch of hundreds (docs/benchmarks.md, "Key runs' finish statement").
 		args = append([]any{pgx.QueryExecModeExec}, append(args, slots, k.info.KeyLimit, k.info.Name, k.leaseSeconds(), k.d.cfg.NodeName)...)
 	}
 	sent := time.Now()
