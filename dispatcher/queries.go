@@ -302,9 +302,14 @@ SELECT id, (SELECT pg_notify(%[12]s, %[13]s) WHERE $6) IS NULL FROM done`,
 //     finishing in the batch).
 //   - The limits are read afresh from jobpipe_kind_limits and jobpipe_key_limits for kind $9 ($8 is
 //     the kind's configured per-key default), so a change ends runs at their next job even when no
-//     claim pass reads them: the kind must not be paused or run its total, and the run's slot must be
-//     below the key's limit. Slots are below the limit when taken and distinct, so a run on a slot at
-//     or above a lowered limit ends, and the key's running jobs fall to the limit.
+//     claim pass reads them: the kind must not be paused or run its total, and the key's running
+//     jobs, this run's included, must all hold slots below the key's limit. Slots are taken below the
+//     limit and are distinct, so then the key runs no more than its limit; after the limit was
+//     lowered, the key's runs end until its jobs on the slots above it have finished. The check
+//     reads only the slots above the limit in the running-slots index, where a key whose limit never
+//     changed has no entry, instead of counting the key's running jobs; written as a scalar
+//     subquery, since as NOT EXISTS it was planned as an anti-join that read the whole index for
+//     each run.
 //   - Each next row takes its predecessor's slot only after the predecessor's update gave it up (nxt
 //     reads done), which the running-slots index checks as usual.
 //   - The claims are one row of arrays, so that their update looks its rows up by id whatever the
@@ -356,13 +361,14 @@ kl AS MATERIALIZED (
 	FROM (SELECT) one LEFT JOIN jobpipe_kind_limits l ON l.kind = $9),
 nxt AS (
 	SELECT r.prev, r.slot, r.rn, w.ids FROM runs r CROSS JOIN kl CROSS JOIN LATERAL (
+		SELECT coalesce((SELECT CASE WHEN l.paused THEN 0 ELSE coalesce(l.key_limit, kl.key_limit) END
+			FROM jobpipe_key_limits l WHERE l.kind = $9 AND l.key_value = %[22]s), kl.key_limit) AS lim) x
+	CROSS JOIN LATERAL (
 		SELECT array_agg(e.id ORDER BY %[17]s) AS ids, bool_and(e.due) AS due, count(*) AS n FROM (
 			SELECT e.id, e.created_at, e.process_after, %[18]s AS due FROM %[1]s e
 			WHERE %[19]s AND %[20]s ORDER BY %[17]s LIMIT r.rn) e) w
 	WHERE NOT kl.paused AND w.n = r.rn AND w.due
-		AND r.slot < coalesce(
-			(SELECT CASE WHEN l.paused THEN 0 ELSE coalesce(l.key_limit, kl.key_limit) END FROM jobpipe_key_limits l
-			 WHERE l.kind = $9 AND l.key_value = %[22]s), kl.key_limit)
+		AND r.slot < x.lim AND (SELECT e.id FROM %[1]s e WHERE %[19]s AND %[21]s AND e.lock_slot >= x.lim LIMIT 1) IS NULL
 		AND (kl.max_running IS NULL OR (SELECT count(*) FROM %[1]s e WHERE %[21]s) < kl.max_running)),
 free AS (
 	SELECT t.id FROM %[1]s t WHERE t.id = ANY (ARRAY(SELECT unnest(ids) FROM nxt)) FOR UPDATE SKIP LOCKED),
