@@ -215,6 +215,10 @@ func TestKeyRunEndsWhenItsLimitsChange(t *testing.T) {
 			if err := tc.change(ctx, b, "run_limits"); err != nil {
 				t.Fatal(err)
 			}
+			// Runs read the limits afresh, but claim passes use a copy a change reaches within a
+			// second (its notification, or the copy's age): release the jobs once it has, so that
+			// what follows is the change's effect, not a pass that has not seen it yet.
+			time.Sleep(1100 * time.Millisecond)
 			close(release)
 			waitFor(t, "the running jobs processed", 10*time.Second, func() (bool, error) {
 				return countWhere(t, b.db, "run_limits", "processed_at IS NOT NULL") >= tc.limit, nil
