@@ -70,6 +70,9 @@ func TestFault01OneKeyContention(t *testing.T) {
 	set := func(s *mpWorkerSettings) {
 		s.SleepMin, s.SleepMax = time.Millisecond, 3*time.Millisecond
 		s.Concurrency = perProcess
+		// Key runs of 10 jobs, so that the key changes hands often enough to be contended for: a run
+		// with the default budget would keep it in one process for most of the scenario.
+		s.KeyRunJobs = 10
 		s.LeaseTTL = 10 * time.Second // no lease may be lost here
 		s.PollInterval = 500 * time.Millisecond
 	}

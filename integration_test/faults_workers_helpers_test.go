@@ -547,7 +547,7 @@ DECLARE
 	q text := current_query();
 BEGIN
 	INSERT INTO {schema}.wf_writes (tbl, app, stmt, rows) SELECT TG_TABLE_NAME, current_setting('application_name'),
-		CASE WHEN q LIKE '%AS u(id, token, outcome, err, delay)%' THEN 'finish'
+		CASE WHEN q LIKE '%AS u(id, token, outcome, err, delay%' THEN 'finish'
 			WHEN q LIKE '%WITH expired AS%' THEN 'rescue'
 			WHEN q LIKE '%attempts_made = t.attempts_made + 1%' THEN 'claim'
 			WHEN q LIKE '%SET lease_expires_at = now() + make_interval(secs => $3)%WHERE t.id = $1 AND t.lock_token = $2%' THEN 'heartbeat'

@@ -46,6 +46,7 @@ const (
 	mpEnvLeaderTTL   = "JPW_LEADER_TTL"     // dispatcher.Config.LeaderTTL
 	mpEnvPoll        = "JPW_POLL"           // dispatcher.Config.PollInterval
 	mpEnvConcurrency = "JPW_CONCURRENCY"    // dispatcher.Config.Concurrency
+	mpEnvKeyRunJobs  = "JPW_KEY_RUN_JOBS"   // dispatcher.Config.KeyRunJobs
 	mpEnvRetryDelay  = "JPW_RETRY_DELAY"    // the kind's constant backoff
 	mpEnvKeyLimit    = "JPW_KEY_LIMIT"      // the kind's static jobinfo.KeyLimit (0 or unset: the default, 1)
 )
@@ -193,6 +194,7 @@ func runWorker() int {
 	}
 	blockUpTo := integer(mpEnvBlockUpTo)
 	keyLimit := integer(mpEnvKeyLimit)
+	keyRunJobs := integer(mpEnvKeyRunJobs)
 	concurrency := 4
 	if n := integer(mpEnvConcurrency); n != 0 {
 		concurrency = n
@@ -260,7 +262,7 @@ func runWorker() int {
 	d, err := dispatcher.New(dispatcher.Config{
 		DB: db, Redis: clients, RedisPrefix: env(mpEnvPrefix), NodeName: node,
 		Concurrency: concurrency, LeaseTTL: leaseTTL, PollInterval: poll,
-		RescueInterval: rescue, LeaderTTL: leaderTTL, Logger: logger,
+		RescueInterval: rescue, LeaderTTL: leaderTTL, Logger: logger, KeyRunJobs: keyRunJobs,
 	})
 	if err != nil {
 		return fail("worker: %v", err)

@@ -34,6 +34,7 @@ type mpWorkerSettings struct {
 
 	LeaseTTL, RescueInterval, LeaderTTL, PollInterval, RetryDelay time.Duration
 	Concurrency                                                   int
+	KeyRunJobs                                                    int // Config.KeyRunJobs; 0: the default
 
 	// Extra is more environment for the worker: the settings of the extras in mpWorkerExtras.
 	Extra map[string]string
@@ -67,6 +68,9 @@ func (s mpWorkerSettings) environ() []string {
 	}
 	if s.Concurrency != 0 {
 		env = append(env, mpEnvConcurrency+"="+strconv.Itoa(s.Concurrency))
+	}
+	if s.KeyRunJobs != 0 {
+		env = append(env, mpEnvKeyRunJobs+"="+strconv.Itoa(s.KeyRunJobs))
 	}
 	if s.KeyLimit != 0 {
 		env = append(env, mpEnvKeyLimit+"="+strconv.Itoa(s.KeyLimit))
