@@ -15,7 +15,7 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// The latency targets at 800 jobs/s.
+// The latency scenario's targets (docs/benchmarks.md, "Scenarios").
 const (
 	latencyStartTarget = 20 * time.Millisecond
 	latencyE2ETarget   = 50 * time.Millisecond
@@ -24,8 +24,8 @@ const (
 // Enqueue callers: goroutines that call dispatcher.Enqueue, one job per call, each with a connection
 // of its own. An Enqueue is a round trip and a commit (a WAL flush with synchronous_commit on), which
 // under load takes many times the interval between two jobs, so one caller alone falls behind the
-// rate. latency runs one caller per callerRate jobs/s, giving each 40 ms per call on average, from
-// minCallers to maxCallers (32 at 800 jobs/s).
+// rate. latency runs one caller per callerRate jobs of the rate, so that each has many times a
+// commit's time per call, from minCallers to maxCallers.
 const (
 	callerRate = 25
 	minCallers = 2
