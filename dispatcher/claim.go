@@ -197,9 +197,9 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx *claimTx, n, keyLimit in
 }
 
 // lockParallelism is how many heads' queue locks a claim pass takes at once. Each lock is a round trip
-// to the Redis nodes; a pass over 100 heads taking them one after another would hold its row locks
-// for 100 round trips. More at once only queue for the client's connections (BenchmarkJobLockCycle:
-// 128 at once did fewer cycles than 16; docs/benchmarks.md, "Queue locks per pass").
+// to the Redis nodes, and a pass taking them one after another would hold its row locks for a round
+// trip per head; more at once only queue for the client's connections (docs/benchmarks.md, "Queue
+// locks per pass").
 const lockParallelism = 16
 
 // lockHeads takes a queue lock for each head, all heads at once (up to the pass's parallelism), and
