@@ -799,16 +799,23 @@ func TestFault08RepeatedKills(t *testing.T) {
 	during := wfWindow{from: e.dbNow(t)}
 	for i := range kills {
 		wfUntil(t, e, during.from.Add(time.Duration(i)*every))
-		// The worker holding the most jobs right now, the next in turn among equals: killed mid-work.
-		held := wfLeasedBy(t, e.db, mpKindName, wfPlainKind)
+		wfAlive(t, "before a kill", slots...)
+		// The worker holding the most jobs, the next in turn among equals: killed mid-work. At this
+		// load the workers are idle most of the time, so wait (boundedly) for one that holds a job.
+		var held map[string]int
 		slot := i % workers
-		for j := range workers {
-			if c := (i + j) % workers; held[slots[c].Name] > held[slots[slot].Name] {
-				slot = c
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			held = wfLeasedBy(t, e.db, mpKindName, wfPlainKind)
+			for j := range workers {
+				if c := (i + j) % workers; held[slots[c].Name] > held[slots[slot].Name] {
+					slot = c
+				}
+			}
+			if held[slots[slot].Name] > 0 || time.Now().After(deadline) {
+				break
 			}
 		}
 		victim := slots[slot]
-		wfAlive(t, "before a kill", slots...)
 		victim.Kill(t)
 		at := e.dbNow(t)
 		slots[slot] = mpStartWorker(t, settings(fmt.Sprintf("w%d-%d", slot+1, i+1)))
