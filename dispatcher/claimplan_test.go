@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobpipe/jobpipe/internal/heads"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/migrations"
@@ -86,10 +87,10 @@ func TestKeyedHeadsGenericPlansNeverReadTheTable(t *testing.T) {
 		t.Run(fmt.Sprintf("%d jobs", m.jobs), func(t *testing.T) {
 			kind := jobinfo.MustDefine[keyedPlanJob]("keyed_plan_job", jobinfo.KeyLimit(3))
 			db := planTable(t, kind, "INSERT INTO keyed_plan_job (k, n) SELECT g %% 1000, g FROM generate_series(1, %d) g", m)
-			q := buildSQL(kind.Info())
+			fast, scan := heads.Queries(kind.Info())
 			for _, st := range []struct{ name, sql, args string }{
-				{"fast walk", q.headsFast, "100, 3, 500, 'keyed_plan_job'"},
-				{"key scan", q.headsScan, "100, 3, '{1,2}', 'keyed_plan_job'"},
+				{"fast walk", fast, "100, 3, 500, 'keyed_plan_job'"},
+				{"key scan", scan, "100, 3, '{1,2}', 'keyed_plan_job'"},
 			} {
 				if plan := genericPlan(t.Context(), t, db, st.sql, st.args); strings.Contains(plan, "Seq Scan on keyed_plan_job") {
 					t.Errorf("the %s's generic plan reads the table sequentially:\n%s", st.name, plan)

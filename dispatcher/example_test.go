@@ -22,7 +22,8 @@ type Delivery struct {
 	URL        string `jobpipe:"url"`
 }
 
-// The README's quick start: define a kind, enqueue (a duplicate is refused), run a dispatcher.
+// The README's quick start with package dispatcher itself (package jobpipe re-exports what it uses):
+// define a kind, enqueue (a duplicate is refused), run a dispatcher.
 func Example() {
 	ctx := context.Background()
 	pool, nodes, cleanup := exampleServers(ctx)

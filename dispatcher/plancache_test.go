@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/internal/heads"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -30,7 +31,7 @@ func TestKeyedClaimPlansItsHeadsOnce(t *testing.T) {
 	kind := jobinfo.MustDefine[postSync]("post_sync", jobinfo.KeyLimit(2))
 	createKind(t, b.db, kind)
 	enqueueSeqMajor(t, b, kind, 10, 6)
-	fast, scan := dispatcher.HeadsQueries(kind.Info())
+	fast, scan := heads.Queries(kind.Info())
 	var heads, slots, claims planCounts
 	var mu sync.Mutex
 	// The dispatcher's connections are its own pool's, opened with Config.DB's settings: read what they

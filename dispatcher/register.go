@@ -114,7 +114,10 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 		},
 	}
 	if k.keyed {
-		k.heads = newHeadPicker(info, k.sql)
+		var err error
+		if k.heads, err = newHeadPicker(info); err != nil {
+			return err
+		}
 	}
 	if info.Concurrency > 0 {
 		k.concurrency = info.Concurrency

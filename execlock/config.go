@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobpipe/jobpipe/internal/keyslots"
 )
 
 // Defaults of Config, exported for documentation and tests.
@@ -26,7 +28,7 @@ const (
 	// replaced by its SHA-256 (see the package documentation).
 	MaxKeyLen = 128
 	// MaxLimit is the largest running limit (number of slots) of one key.
-	MaxLimit = 1024
+	MaxLimit = keyslots.Max
 )
 
 // Config configures a Locker. Zero fields take the defaults stated on each.

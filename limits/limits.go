@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobpipe/jobpipe/execlock"
+	"github.com/jobpipe/jobpipe/internal/keyslots"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -16,7 +16,7 @@ import (
 const NotifyChannel = "jobpipe_limits"
 
 // MaxKeyLimit is the largest per-key limit: the number of lock slots one key can have.
-const MaxKeyLimit = execlock.MaxLimit
+const MaxKeyLimit = keyslots.Max
 
 // MaxMaxRunning is the largest total limit of a kind (the database column is an integer).
 const MaxMaxRunning = 1<<31 - 1

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/internal/heads"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -31,24 +31,28 @@ type explainable struct {
 	params          []any
 }
 
-// headWays returns the three ways select compares: the dispatcher's pass (its own code, learning
-// its walk length as a dispatcher does), the dispatcher's key scan alone, and the bench's key-order
-// skip scan. The error is for a kind without a key.
-func headWays(info *jobinfo.Info) ([]headWay, *dispatcher.HeadsPass, error) {
-	fast, scan := dispatcher.HeadsQueries(info)
-	pass, err := dispatcher.NewHeadsPass(info)
+// headWays returns the three ways select compares: the dispatcher's pass (its own code, package
+// heads), the dispatcher's key scan alone, and the bench's key-order skip scan. The error is for a
+// kind without a key.
+func headWays(info *jobinfo.Info) ([]headWay, error) {
+	fast, scan := heads.Queries(info)
+	pass, err := heads.New(info)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	skip := skipScanSQL(info)
 	return []headWay{
 		{key: "pass", name: "the dispatcher's pass", sql: fast + ";\n" + scan,
 			run: func(ctx context.Context, tx pgx.Tx) (chosen, error) {
-				ids, keys, fromWalk, err := pass.Select(ctx, tx, maxHeadsPerPass, 1)
-				return chosen{ids: ids, keys: keys, fast: fromWalk}, err
+				picked, fromWalk, err := pass.Pick(ctx, tx, maxHeadsPerPass, 1)
+				c := chosen{fast: fromWalk}
+				for _, h := range picked {
+					c.ids, c.keys = append(c.ids, h.ID), append(c.keys, h.Key)
+				}
+				return c, err
 			},
 			explain: func() []explainable {
-				walk := pass.Walk(maxHeadsPerPass)
+				walk := heads.Walk(maxHeadsPerPass)
 				return []explainable{{"the dispatcher's fast walk", fmt.Sprintf("$1 = %d, $2 = 1, $3 = %d, $4 = %q", maxHeadsPerPass, walk, info.Name),
 					fast, []any{maxHeadsPerPass, 1, walk, info.Name}}}
 			}},
@@ -68,7 +72,7 @@ func headWays(info *jobinfo.Info) ([]headWay, *dispatcher.HeadsPass, error) {
 				return []explainable{{"the key-order skip scan (bench)", fmt.Sprintf("$1 = %d, $2 = 1", maxHeadsPerPass),
 					skip, []any{maxHeadsPerPass, 1}}}
 			}},
-	}, pass, nil
+	}, nil
 }
 
 // queryHeads runs a head statement and reads the id and key text of each row; further columns (the

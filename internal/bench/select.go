@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/internal/heads"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -49,7 +49,7 @@ func runSelect(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	ways, pass, err := headWays(kind.Info())
+	ways, err := headWays(kind.Info())
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func runSelect(ctx context.Context, s *session) error {
 				return err
 			}
 		}
-		m, err := s.selectSize(ctx, kind, size, ways, pass)
+		m, err := s.selectSize(ctx, kind, size, ways)
 		if err != nil {
 			return fmt.Errorf("%d rows: %w", size, err)
 		}
@@ -82,7 +82,7 @@ func runSelect(ctx context.Context, s *session) error {
 }
 
 // selectSize fills the table with size pending rows over min(Keys, size) keys and times each way.
-func (s *session) selectSize(ctx context.Context, kind *jobinfo.Kind[keyedJob], size int, ways []headWay, pass *dispatcher.HeadsPass) (selectSize, error) {
+func (s *session) selectSize(ctx context.Context, kind *jobinfo.Kind[keyedJob], size int, ways []headWay) (selectSize, error) {
 	keys := min(s.opts.Keys, size)
 	m := selectSize{Rows: size, Keys: keys}
 	var done atomic.Int64
@@ -115,7 +115,7 @@ func (s *session) selectSize(ctx context.Context, kind *jobinfo.Kind[keyedJob], 
 			return m, fmt.Errorf("%s: %w", w.name, err)
 		}
 		if w.key == "pass" {
-			m.Walk = pass.Walk(maxHeadsPerPass)
+			m.Walk = heads.Walk(maxHeadsPerPass)
 		}
 	}
 	m.PassP50, m.PassP95, m.PassMin = ms(pct(times[0], 50)), ms(pct(times[0], 95)), ms(times[0][0])

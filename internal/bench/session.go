@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/internal/heads"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/migrations"
 )
@@ -180,7 +180,7 @@ func (s *session) prepareKeyed(ctx context.Context, info *jobinfo.Info) error {
 	if err := s.analyze(ctx, info.Table, false); err != nil {
 		return err
 	}
-	fast, scan := dispatcher.HeadsQueries(info)
+	fast, scan := heads.Queries(info)
 	s.trace.name(fast, "select heads: fast walk (keyed)")
 	s.trace.name(scan, "select heads: key scan (keyed)")
 	return nil

@@ -138,7 +138,7 @@ func (t *tracer) table(title string) Table {
 // statementLabels name the statements jobpipe sends, by a fragment only that statement contains
 // (checked in order). They follow dispatcher/queries.go, leader.go and uniqueness; a statement that
 // matches none is labelled by its first words. The head queries are named by their exact text
-// (tracer.name), since dispatcher.HeadsQueries exports them.
+// (tracer.name), since package heads returns them.
 var statementLabels = []struct{ fragment, label string }{
 	{"WITH expired AS", "rescue"},
 	{"FOR UPDATE SKIP LOCKED)\nUPDATE", "claim plain (select+update)"},

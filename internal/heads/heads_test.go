@@ -1,4 +1,4 @@
-package dispatcher_test
+package heads_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/internal/heads"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/migrations"
@@ -67,7 +67,13 @@ func newHeadsFixture(t *testing.T, keys []int64) *headsFixture {
 		t.Fatal(err)
 	}
 	kind := jobinfo.MustDefine[headJob]("head_job")
-	createKind(t, s.Pool, kind)
+	ddl, err := kind.TableSpec().CreateSQL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, ddl); err != nil {
+		t.Fatal(err)
+	}
 	// One row per entry of keys, ids 1, 2, ... in that order; Seq numbers the rows of a key.
 	if _, err := s.Pool.Exec(ctx, `INSERT INTO head_job (k, seq)
 		SELECT k, row_number() OVER (PARTITION BY k ORDER BY i) - 1 FROM unnest($1::int8[]) WITH ORDINALITY AS u(k, i) ORDER BY i`, keys); err != nil {
@@ -88,9 +94,9 @@ func newHeadsFixture(t *testing.T, keys []int64) *headsFixture {
 }
 
 // newPass returns a heads pass over the fixture's kind.
-func (f *headsFixture) newPass(t *testing.T) *dispatcher.HeadsPass {
+func (f *headsFixture) newPass(t *testing.T) *heads.Pass {
 	t.Helper()
-	pass, err := dispatcher.NewHeadsPass(f.kind.Info())
+	pass, err := heads.New(f.kind.Info())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +114,7 @@ func oneKeyFront() []int64 {
 
 // selectHeads runs one pass wanting n jobs in a transaction it rolls back, and returns the ids chosen
 // and how many the walks found.
-func (f *headsFixture) selectHeads(t *testing.T, pass *dispatcher.HeadsPass, n int) (ids []int64, fromWalk int) {
+func (f *headsFixture) selectHeads(t *testing.T, pass *heads.Pass, n int) (ids []int64, fromWalk int) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := f.db.Begin(ctx)
@@ -116,9 +122,12 @@ func (f *headsFixture) selectHeads(t *testing.T, pass *dispatcher.HeadsPass, n i
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	ids, _, fromWalk, err = pass.Select(ctx, tx, n, 1)
+	picked, fromWalk, err := pass.Pick(ctx, tx, n, 1)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, h := range picked {
+		ids = append(ids, h.ID)
 	}
 	return ids, fromWalk
 }
@@ -172,13 +181,13 @@ func TestHeadsPassScansWhenTheWidestWalkFallsShort(t *testing.T) {
 	pass := f.newPass(t)
 	ids, fromWalk := f.selectHeads(t, pass, 10)
 	checkPass(t, f, "pass", ids, fromWalk, append([]int64{1}, idRange(601, 605)...), 1, 1, 1)
-	if got := pass.Walk(10); got != 140 {
-		t.Errorf("after a walk that offered 1 head in 140 jobs, the walk for 10 jobs = %d, want the widest, 140", got)
+	if got := heads.Walk(10); got != 140 {
+		t.Errorf("the walk for 10 jobs = %d, want 140", got)
 	}
-	if _, err := dispatcher.NewHeadsPass(jobinfo.MustDefine[struct {
+	if _, err := heads.New(jobinfo.MustDefine[struct {
 		N int64 `jobpipe:"n"`
 	}]("plain_job").Info()); err == nil || !strings.Contains(err.Error(), "has no concurrency key") {
-		t.Errorf("NewHeadsPass of a kind without a key: err = %v, want one saying it has no concurrency key", err)
+		t.Errorf("New of a kind without a key: err = %v, want one saying it has no concurrency key", err)
 	}
 }
 
