@@ -118,9 +118,9 @@ func (k *kindRunner) fullClaim() int { return min(k.d.cfg.ClaimBatch, cap(k.sem)
 // or when ctx ends. Each worker that frees its slot tells it (k.freed), so it looks again each time.
 //
 // Each claim is a statement and a commit whatever its size, and a claim sent at once takes only the
-// workers freed during the previous claim: with 100 workers and short handlers, the jobs of one claim
-// are still starting when the next is sent, and the claims settle at about 50 jobs each, twice the
-// statements per job. The jobs of the last claim free their workers within the wait, so it is short,
+// workers freed during the previous claim: with short handlers, the jobs of one claim are still
+// starting when the next is sent, so claims settle well below ClaimBatch and each job pays for more
+// statements. The jobs of the last claim free their workers within the wait, so it is short,
 // and it is paid only under a backlog, where a job waits longer than that for its turn anyway.
 func (k *kindRunner) linger(ctx context.Context, timer *time.Timer) int {
 	timer.Reset(k.claimLinger)

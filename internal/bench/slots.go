@@ -153,8 +153,8 @@ func (s *session) recordSlots(m slotsRun) {
 // grouped in runs of run consecutive jobs, and a run is slow when a fixed hash of its key and number
 // falls below fraction: the same jobs are slow in every run of the benchmark, spread over the keys,
 // and a slow run of more than KeyLimit jobs brings its key to its limit and then has jobs waiting for
-// a slot. Spread evenly (run 1), 1% of slow jobs at ~4,000 jobs/s keep about 0.4 slow jobs per key
-// running: no key reaches a limit of 10.
+// a slot. Spread evenly (run 1), a small fraction of slow jobs keeps well under one slow job per key
+// running, and no key would ever reach its limit.
 func slowJob(n, keys int64, run int, fraction float64) bool {
 	key, group := n%keys, n/keys/int64(run)
 	x := (uint64(key)<<40 ^ uint64(group)) + 0x9e3779b97f4a7c15 // splitmix64
