@@ -156,7 +156,7 @@ const (
 	plansAsSession = "SET LOCAL plan_cache_mode TO DEFAULT"
 )
 
-// claimKeyed locks the due jobs that may start under their key's limit (see headsSQL), takes a queue
+// claimKeyed locks the due jobs that may start under their key's limit (see internal/heads), takes a queue
 // lock on a free slot of each key for each of them, and claims the rows whose lock it got, in tx so
 // that other dispatchers skip them. keyLimit is the kind's per-key default.
 func (k *kindRunner) claimKeyed(ctx context.Context, tx *claimTx, n, keyLimit int) (claims []*claimed, err error) {
