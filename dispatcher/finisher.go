@@ -41,9 +41,10 @@ const finishStatements = 2
 // flight at once then never hold runs of the same key, which would take the key's next jobs from one
 // another, ending the runs that lose (see finishRunSQL). A plain kind's share one lane.
 type finisher struct {
-	k     *kindRunner
-	lanes []chan finishReq
-	done  chan struct{} // closed once every statement has returned after close
+	k      *kindRunner
+	lanes  []chan finishReq
+	gather time.Duration // see gatherMore
+	done   chan struct{} // closed once every statement has returned after close
 }
 
 func newFinisher(k *kindRunner) *finisher {
@@ -51,6 +52,8 @@ func newFinisher(k *kindRunner) *finisher {
 	lanes := 1
 	if k.keyed {
 		lanes = finishStatements
+	} else {
+		f.gather = finishGather
 	}
 	for range lanes {
 		f.lanes = append(f.lanes, make(chan finishReq, maxFinishBatch))
@@ -92,6 +95,9 @@ func (f *finisher) close() {
 
 func (f *finisher) run(reqs chan finishReq) {
 	batch := make([]finishReq, 0, maxFinishBatch)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for req := range reqs {
 		batch = append(batch[:0], req)
 	gather:
@@ -106,8 +112,38 @@ func (f *finisher) run(reqs chan finishReq) {
 				break gather
 			}
 		}
+		if len(batch) < finishGatherBelow && f.gather > 0 {
+			batch = gatherMore(batch, reqs, timer, f.gather)
+		}
 		f.flush(batch)
 	}
+}
+
+// finishGather is how long a plain kind's finisher waits for more outcomes when it has fewer than
+// finishGatherBelow to write (see gatherMore).
+const (
+	finishGather      = 2 * time.Millisecond
+	finishGatherBelow = 16
+)
+
+// gatherMore adds to batch the outcomes that come within wait. When jobs trickle in, each outcome
+// would otherwise be a statement and a commit of its own; under load the batches are larger and
+// written at once. Only plain kinds wait: a key run's next job waits for its predecessor's finish.
+func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait time.Duration) []finishReq {
+	timer.Reset(wait)
+	defer timer.Stop()
+	for len(batch) < maxFinishBatch {
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+		case <-timer.C:
+			return batch
+		}
+	}
+	return batch
 }
 
 // flush writes a batch. While the database cannot be reached it retries, at least every second,

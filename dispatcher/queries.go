@@ -50,8 +50,8 @@ type kindSQL struct {
 	finish string
 	// extend renews the lease of $1 (token $2) by $3 seconds; returns a row when the fence held.
 	extend string
-	// nextDue is the earliest future process_after of a waiting job.
-	nextDue string
+	// nextDueAndNow is the earliest future process_after of a waiting job, and the database's now().
+	nextDueAndNow string
 	// rescue takes back up to 1000 expired leases; $1 max attempts, $2 retry delays by attempt. It
 	// takes none until the server has been up for $3 seconds (Config.rescueQuiet): leases that ran
 	// out while it was down are their workers' to renew first (see reach.go).
@@ -96,8 +96,9 @@ RETURNING %[6]s`, table, waitingCond, due, order, fmt.Sprintf(claimSet, "$2", "$
 WHERE t.id = $1 AND t.lock_token = $2 AND %s RETURNING t.id`, table, stillRunning),
 		countRunning: fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s`, table, runningCond),
 		countDue:     fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s AND %s`, table, waitingCond, due),
-		nextDue:      fmt.Sprintf(`SELECT min(t.process_after) FROM %s t WHERE t.process_after > now() AND %s`, table, waitingCond),
-		finish:       finishSQL(info, table),
+		nextDueAndNow: fmt.Sprintf(`SELECT (SELECT min(t.process_after) FROM %s t WHERE t.process_after > now() AND %s), now()`,
+			table, waitingCond),
+		finish: finishSQL(info, table),
 		rescue: fmt.Sprintf(`WITH expired AS (
 	SELECT t.id FROM %[1]s t WHERE t.lease_expires_at < now() AND t.processed_at IS NULL AND t.failed_at IS NULL
 		AND pg_postmaster_start_time() < now() - make_interval(secs => $3)

@@ -60,9 +60,12 @@ type kindRunner struct {
 	// claimedFrom is where the last claim of a plain kind started: above 0, it skipped the front of
 	// the index, where a job committed after a higher id may wait.
 	claimedFrom int64
+	// due is when the next scheduled job falls due, as the last claim read it; the producer's.
+	due dueReading
 
-	// claimLinger bounds the producer's wait for a full claim's worth of free workers (see linger).
-	claimLinger time.Duration
+	// claimLinger bounds the producer's wait for a full claim's worth of free workers (see linger),
+	// claimGather its wait before a claim without a backlog (see gather).
+	claimLinger, claimGather time.Duration
 
 	wake chan struct{} // buffered 1: "look for work": jobs may be due
 	// freed is buffered 1: "a worker is free" (its handler returned, or an outcome was written). It
@@ -97,7 +100,7 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 	info := kind.Info()
 	k := &kindRunner{
 		d: d, info: info, sql: buildSQL(info), concurrency: d.cfg.Concurrency, keyed: len(info.Key) > 0, txMode: txMode,
-		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), claimLinger: claimLinger, obs: d.kindObserver(info.Name),
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), claimLinger: claimLinger, claimGather: claimGather, obs: d.kindObserver(info.Name),
 		decode: func(m *pgtype.Map, fds []pgconn.FieldDescription, raw [][]byte) (any, error) {
 			job := new(T)
 			for i, target := range kind.ScanTargets(job) {

@@ -14,21 +14,39 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// claimCounter counts the claim statements of plain kinds a pool sends.
-type claimCounter struct{ n atomic.Int64 }
+// claimCounter counts the claim statements of plain kinds a pool sends, and the reads of the next
+// due time sent on their own (dueAlone).
+type claimCounter struct{ n, dueAlone atomic.Int64 }
 
 func (c *claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	if strings.HasPrefix(d.SQL, "WITH next AS") {
 		c.n.Add(1)
+	}
+	if strings.HasPrefix(d.SQL, "SELECT (SELECT min(t.process_after)") {
+		c.dueAlone.Add(1)
 	}
 	return ctx
 }
 
 func (c *claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// Jobs that trickle in, each worked before the next arrives, cost a claim each: the end of a job
-// does not make the dispatcher look for work again when nothing was left waiting (the next job's
-// notification says when there is), while a backlog is still claimed as workers free up.
+// A claim may go in a batch (see claimPlainReadingDue).
+func (c *claimCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c *claimCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if strings.HasPrefix(d.SQL, "WITH next AS") {
+		c.n.Add(1)
+	}
+}
+
+func (c *claimCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// Jobs that trickle in, each worked before the next arrives, cost a claim each, which also reads the
+// next due time: the end of a job does not make the dispatcher look for work again when nothing was
+// left waiting (the next job's notification says when there is), while a backlog is still claimed as
+// workers free up.
 func TestJobEndsDoNotClaimWithoutBacklog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -50,6 +68,7 @@ func TestJobEndsDoNotClaimWithoutBacklog(t *testing.T) {
 	})
 	time.Sleep(200 * time.Millisecond) // the first claim at Start
 	counter.n.Store(0)
+	counter.dueAlone.Store(0)
 	const trickle = 20
 	for i := range trickle {
 		if _, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: int64(i)}); err != nil {
@@ -62,6 +81,10 @@ func TestJobEndsDoNotClaimWithoutBacklog(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // any claim a job's end would set off
 	if n := counter.n.Load(); n != trickle {
 		t.Errorf("%d claims for %d jobs enqueued one at a time; want one each", n, trickle)
+	}
+	// Each claim fell short and the producer then needed the next due time: the claim read it.
+	if n := counter.dueAlone.Load(); n != 0 {
+		t.Errorf("%d reads of the next due time on their own for %d claims that fell short; want each in its claim's round trip", n, trickle)
 	}
 
 	// A backlog of 40 jobs on 4 workers is claimed as workers free up, without a poll.
