@@ -43,11 +43,7 @@ func (k *kindRunner) claim(ctx context.Context, n int) (claims []*claimed, err e
 		}
 		return k.claimPlain(ctx, k.d.db, n)
 	}
-	begin := []string{"BEGIN"}
-	if k.keyed {
-		begin = append(begin, genericPlans)
-	}
-	tx, err := beginClaim(ctx, k.d.db, begin...)
+	tx, err := k.d.db.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}
@@ -177,32 +173,10 @@ func (k *kindRunner) claimedPlain(from int64, claims []*claimed, at time.Time) {
 	}
 }
 
-// A keyed kind's claim transaction plans its heads statements once per connection (genericPlans,
-// sent with the BEGIN in the round trip of its first statement). pgx prepares
-// every statement, and PostgreSQL plans a prepared statement afresh for each execution (a custom
-// plan) unless it judges its generic plan as cheap. It never does for the heads statements, whose
-// LIMITs are parameters: it prices a generic plan as if each limit took a tenth of the table. The
-// plan is the same either way (an ordered walk of the waiting-jobs index, a probe per key), so
-// planning it each pass only spends the database's CPU (docs/benchmarks.md, "Claim pass: heads
-// planned once").
-// TestKeyedHeadsGenericPlansNeverReadTheTable checks their generic plans at a kind's first jobs and
-// at 100,000, and TestKeyedClaimPlansItsHeadsOnce which statements get which plans.
-//
-// The statements after the heads plan as the session would (plansAsSession goes in the round trip
-// of the next one, the slots read or the claim, so a limit-10 pass sends it twice, in round trips it
-// makes anyway): they look rows up by an id array, which a generic plan made over a kind's first jobs
-// reads sequentially. Before the heads, a kind with a total limit reads its budget generic too: one
-// row of jobpipe_kind_limits by its primary key and a count without parameters, whose plans do not
-// depend on the table's size.
-const (
-	genericPlans   = "SET LOCAL plan_cache_mode = force_generic_plan"
-	plansAsSession = "SET LOCAL plan_cache_mode TO DEFAULT"
-)
-
 // claimKeyed locks the due jobs that may start under their key's limit (see internal/heads), takes a queue
 // lock on a free slot of each key for each of them, and claims the rows whose lock it got, in tx so
 // that other dispatchers skip them. keyLimit is the kind's per-key default.
-func (k *kindRunner) claimKeyed(ctx context.Context, tx *claimTx, n, keyLimit int) (claims []*claimed, err error) {
+func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (claims []*claimed, err error) {
 	var locks []*execlock.Lock // queue locks taken, released unless their job is claimed
 	defer func() { k.releaseUnclaimed(ctx, locks, claims) }()
 	heads, _, err := k.heads.pick(ctx, tx, n, keyLimit)
@@ -356,7 +330,7 @@ func (k *kindRunner) lockSlot(ctx context.Context, h head, first int, reserved [
 // dispatcher started since is one that became waiting ahead of the head in the kind's order after
 // the snapshot: rare, and the claim statement, which reads the running jobs afresh, leaves the head
 // out then, as would the unique index over running slots.
-func (k *kindRunner) refreshBusy(ctx context.Context, tx *claimTx, heads []head) error {
+func (k *kindRunner) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) error {
 	var ids []int64
 	for i, h := range heads {
 		heads[i].snapBusy = h.busy
@@ -367,15 +341,7 @@ func (k *kindRunner) refreshBusy(ctx context.Context, tx *claimTx, heads []head)
 	if len(ids) == 0 {
 		return nil
 	}
-	b := &pgx.Batch{}
-	b.Queue(plansAsSession)
-	b.Queue(k.sql.busySlots, ids)
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("dispatcher: reading %q slots: %w", k.info.Name, err)
-	}
-	rows, err := br.Query()
+	rows, err := tx.Query(ctx, k.sql.busySlots, ids)
 	if err != nil {
 		return fmt.Errorf("dispatcher: reading %q slots: %w", k.info.Name, err)
 	}
@@ -406,15 +372,12 @@ func (k *kindRunner) refreshBusy(ctx context.Context, tx *claimTx, heads []head)
 // out, and so are the later rows of its key (see claimIDsSQL). When the database refuses a slot that commits
 // meanwhile (or that Redis granted although a lock node lost its data: I3), it claims them one at a
 // time and leaves out the refused and the rest of their key.
-func (k *kindRunner) claimIDs(ctx context.Context, tx *claimTx, heads []head, slots []int32) ([]*claimed, error) {
+func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, heads []head, slots []int32) ([]*claimed, error) {
 	ids, firsts := make([]int64, len(heads)), make([]int64, len(heads))
 	for i, h := range heads {
 		ids[i], firsts[i] = h.id, h.first
 	}
-	// The first claim commits the pass in its round trip. When it is refused, the COMMIT is not run
-	// (the server skips the rest of a pipeline after an error), and the pass claims one job at a
-	// time and commits afterwards.
-	claims, err := k.claimBatch(ctx, tx, ids, slots, firsts, true)
+	claims, err := k.claimBatch(ctx, tx, ids, slots, firsts)
 	if err == nil && len(claims) < len(ids) {
 		k.d.logger.Info("dispatcher: jobs left waiting: their slot was taken meanwhile, or an earlier job of their key still waits",
 			"kind", k.info.Name, "jobs", len(ids)-len(claims))
@@ -429,7 +392,7 @@ func (k *kindRunner) claimIDs(ctx context.Context, tx *claimTx, heads []head, sl
 		if refused[h.key] {
 			continue
 		}
-		one, err := k.claimBatch(ctx, tx, ids[i:i+1], slots[i:i+1], firsts[i:i+1], false)
+		one, err := k.claimBatch(ctx, tx, ids[i:i+1], slots[i:i+1], firsts[i:i+1])
 		if err != nil && !isUniqueViolation(err) {
 			return nil, err
 		}
@@ -449,25 +412,16 @@ func (k *kindRunner) claimIDs(ctx context.Context, tx *claimTx, heads []head, sl
 const claimSavepoint = "jobpipe_claim"
 
 // claimBatch runs one claim inside a savepoint, so that a refused claim does not abort tx. The
-// session's plan mode (plansAsSession), the savepoint, the claim, the savepoint's release and, when
-// commit is set, the transaction's COMMIT go in one round trip (a pgx batch, pipelined) rather than
-// four, each of which the pass would wait for with its row locks held. When the claim fails, tx is rolled back to the savepoint, in a second round
-// trip, and stays open.
-func (k *kindRunner) claimBatch(ctx context.Context, tx *claimTx, ids []int64, slots []int32, firsts []int64, commit bool) ([]*claimed, error) {
+// savepoint, the claim and the savepoint's release go in one round trip (a pgx batch). When the claim
+// fails, tx is rolled back to the savepoint, in a second round trip, and stays open.
+func (k *kindRunner) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32, firsts []int64) ([]*claimed, error) {
 	b := &pgx.Batch{}
-	b.Queue(plansAsSession)
 	b.Queue("SAVEPOINT " + claimSavepoint)
 	b.Queue(k.sql.claimIDs, ids, slots, k.leaseSeconds(), k.d.cfg.NodeName, firsts)
 	b.Queue("RELEASE SAVEPOINT " + claimSavepoint)
-	if commit {
-		tx.commitIn(b)
-	}
 	sent := time.Now()
 	br := tx.SendBatch(ctx, b)
 	_, err := br.Exec()
-	if err == nil {
-		_, err = br.Exec()
-	}
 	var claims []*claimed
 	if err == nil {
 		var rows pgx.Rows
@@ -478,15 +432,10 @@ func (k *kindRunner) claimBatch(ctx context.Context, tx *claimTx, ids []int64, s
 	if err == nil {
 		_, err = br.Exec()
 	}
-	if err == nil && commit {
-		err = tx.readCommit(br)
-	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil || tx.committed {
-		// Committed, the claims stand even if the batch's end was not read (the connection failed
-		// then; the pool will not reuse it).
+	if err == nil {
 		return claims, nil
 	}
 	// The claim (or the savepoint) failed, and the statements after it with it: undo the claim.

@@ -79,9 +79,10 @@ func TestClaimPlanNeverReadsTheTable(t *testing.T) {
 }
 
 // TestKeyedHeadsGenericPlansNeverReadTheTable checks the generic plans of a keyed kind's heads
-// statements, which its claim transaction runs with plan_cache_mode force_generic_plan, so that a
-// connection keeps the plan it made the first time: neither may read the whole table, whether that
-// was at a kind's first jobs or at 100,000 jobs over 1,000 keys.
+// statements. pgx prepares them once per connection, and PostgreSQL may keep a prepared statement's
+// generic plan, made with the table of that moment, once it judges it as cheap as a custom one:
+// neither may read the whole table, whether that was at a kind's first jobs or at 100,000 jobs over
+// 1,000 keys.
 func TestKeyedHeadsGenericPlansNeverReadTheTable(t *testing.T) {
 	for _, m := range planMoments {
 		t.Run(fmt.Sprintf("%d jobs", m.jobs), func(t *testing.T) {

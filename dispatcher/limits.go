@@ -79,7 +79,7 @@ func fmtLimit(n *int) string {
 // kind with a total limit takes the lock first, so their counts and claims follow one another: the
 // count, read after the lock is granted, sees every claim committed before. That makes the total
 // exact without Redis. Without a stored row there is no total (it was cleared meanwhile).
-func (k *kindRunner) budget(ctx context.Context, tx *claimTx, n int) (int, error) {
+func (k *kindRunner) budget(ctx context.Context, tx pgx.Tx, n int) (int, error) {
 	b := &pgx.Batch{}
 	var maxRunning *int
 	var paused bool
