@@ -46,40 +46,25 @@ func collect(opts []EnqueueOption) enqueueOptions {
 // Enqueue inserts job as a job of kind. It returns the new job's id, or, for a duplicate of a waiting job,
 // that job's id with Duplicate set (and a *uniqueness.DuplicateError under OnDuplicate(uniqueness.Error)).
 //
-// With db a pool, or a connection outside a transaction, the insert commits on its own and the
-// dispatchers are woken by a notification sent just after, coalesced with those of concurrent
-// enqueues of the kind (uniqueness.NotifyCommitted): many goroutines enqueueing at once commit side by
-// side instead of one after the other. In a transaction (EnqueueTx) the notification is part of it.
+// Outside a transaction the dispatchers have been notified of the job, after its commit, when Enqueue
+// returns. In a transaction (EnqueueTx, or a connection inside BEGIN) the notification is part of it,
+// delivered at its commit and dropped at its rollback. Either way db is not used after Enqueue
+// returns: the caller may close it, or send its next statement on it, at once. With db a pool,
+// enqueues of the kind running at the same time through it share notifications
+// (uniqueness.Inserter.InsertCoalesced): many goroutines enqueueing at once commit side by side
+// instead of one after the other.
 func Enqueue[T any](ctx context.Context, db jobinfo.DB, kind *jobinfo.Kind[T], job T, opts ...EnqueueOption) (uniqueness.Result, error) {
 	o := collect(opts)
 	o.row.Values = kind.Values(&job)
 	in := uniqueness.For(kind.Info())
-	if !commitsOnItsOwn(db) {
-		return in.Insert(ctx, db, o.row, o.strategy)
+	if pool, ok := db.(*pgxpool.Pool); ok {
+		return in.InsertCoalesced(ctx, pool, o.row, o.strategy)
 	}
-	res, err := in.InsertQuiet(ctx, db, o.row, o.strategy)
-	if err == nil {
-		// A duplicate too: under a Replace strategy the waiting job may have become due sooner.
-		uniqueness.NotifyCommitted(db, kind.Name())
-	}
-	return res, err
-}
-
-// commitsOnItsOwn reports whether a statement on db commits when it returns: a pool's does, and a
-// connection's outside a transaction block. Anything else (a pgx.Tx, a wrapper) may be inside a
-// transaction, whose commit is not ours to follow.
-func commitsOnItsOwn(db jobinfo.DB) bool {
-	switch c := db.(type) {
-	case *pgxpool.Pool:
-		return true
-	case *pgx.Conn:
-		return c.PgConn().TxStatus() == 'I'
-	}
-	return false
+	return in.Insert(ctx, db, o.row, o.strategy)
 }
 
 // EnqueueTx is Enqueue inside the caller's transaction: the job exists only if tx commits, together with
-// the caller's own writes.
+// the caller's own writes, and the dispatchers are notified of it when tx commits.
 func EnqueueTx[T any](ctx context.Context, tx pgx.Tx, kind *jobinfo.Kind[T], job T, opts ...EnqueueOption) (uniqueness.Result, error) {
 	return Enqueue(ctx, tx, kind, job, opts...)
 }

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
 	"github.com/jobpipe/jobpipe/internal/testenv"
@@ -332,45 +335,203 @@ func TestEnqueueManyIsAllOrNothing(t *testing.T) {
 	}
 }
 
-// Concurrent Enqueues on a pool commit without a notification each: their notifications are
-// coalesced, and one arrives after the last of them committed, so no job waits for a poll.
+// Concurrent Enqueues on a pool share notifications, and each returns only once one sent after its
+// commit has gone: when the last of them has returned, a notification has announced every row, so no
+// job waits for a poll.
 func TestEnqueueNotificationsAreCoalesced(t *testing.T) {
 	t.Parallel()
 	b := newRun(t)
 	kind := jobinfo.MustDefine[plainJob]("coalesced_job")
 	createKind(t, b.db, kind)
-	notes := listenNotesAt(t, b.db, "coalesced_job")
+	seen := listenRows(t, b.db, "coalesced_job")
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	var lastCommit atomic.Int64
 	for i := range 64 {
 		wg.Go(func() {
 			if _, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: int64(i), Note: "x"}); err != nil {
 				t.Error(err)
 			}
-			now := time.Now().UnixNano()
-			for last := lastCommit.Load(); now > last && !lastCommit.CompareAndSwap(last, now); last = lastCommit.Load() {
-			}
 		})
 	}
 	wg.Wait()
 	waitFor(t, "a notification after the last commit", 5*time.Second, func() (bool, error) {
-		got := notes.get()
-		return len(got) > 0 && got[len(got)-1].at.UnixNano() > lastCommit.Load(), nil
+		got := seen.get()
+		return len(got) > 0 && got[len(got)-1] == 64, nil
 	})
 	time.Sleep(100 * time.Millisecond) // any notification still on its way
-	got := notes.get()
-	if len(got) == 0 || len(got) >= 64 {
-		t.Errorf("%d notifications for 64 concurrent enqueues; want at least 1 and fewer than 64", len(got))
-	}
-	for _, n := range got {
-		if n.payload != "coalesced_job" {
-			t.Errorf("notification %q, want coalesced_job", n.payload)
-		}
+	if got := seen.get(); len(got) >= 64 {
+		t.Errorf("%d notifications for 64 concurrent enqueues; want fewer than 64", len(got))
 	}
 	if n := countWhere(t, b.db, "coalesced_job", "true"); n != 64 {
 		t.Errorf("%d rows, want 64", n)
 	}
+}
+
+// rowsSeen records, for each notification of a kind, how many rows its table had when it arrived.
+type rowsSeen struct {
+	mu  sync.Mutex
+	got []int
+}
+
+func (r *rowsSeen) get() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.got...)
+}
+
+// wait returns the counts once there are n of them, or those there are after within.
+func (r *rowsSeen) wait(n int, within time.Duration) []int {
+	deadline := time.Now().Add(within)
+	for {
+		got := r.get()
+		if len(got) >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// listenRows listens on the jobpipe channel of db until the test ends and, at each notification for
+// kind, counts the rows of the kind's table. A notification is delivered once the transaction that
+// sent it has committed, so the count includes at least every row committed before it was sent.
+func listenRows(t *testing.T, db *pgxpool.Pool, kind string) *rowsSeen {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := pgx.ConnectConfig(ctx, db.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+uniqueness.NotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	r := &rowsSeen{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				return
+			}
+			if n.Payload != kind {
+				continue
+			}
+			var rows int
+			if err := db.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{kind}.Sanitize()).Scan(&rows); err != nil {
+				return
+			}
+			r.mu.Lock()
+			r.got = append(r.got, rows)
+			r.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = conn.Close(context.Background())
+	})
+	return r
+}
+
+// kindSchema gives a test its own schema, migrated, with kind's table.
+func kindSchema(t *testing.T, kind *jobinfo.Kind[plainJob]) *testenv.Schema {
+	t.Helper()
+	s := testenv.NewSchema(t)
+	if err := migrations.Up(context.Background(), s.Pool); err != nil {
+		t.Fatal(err)
+	}
+	createKind(t, s.Pool, kind)
+	return s
+}
+
+// Enqueue on a pool has woken the dispatchers by the time it returns: a program that enqueues and
+// closes its pool at once loses no wake-up, and two enqueues one after the other are announced by two
+// notifications, the second sent after the second commit.
+func TestEnqueueOnAPoolWakesBeforeItReturns(t *testing.T) {
+	t.Parallel()
+	kind := jobinfo.MustDefine[plainJob]("closed_pool_job")
+	s := kindSchema(t, kind)
+	seen := listenRows(t, s.Pool, "closed_pool_job")
+	ctx := context.Background()
+	for round := range 3 {
+		pool, err := pgxpool.NewWithConfig(ctx, s.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if _, err := dispatcher.Enqueue(ctx, pool, kind, plainJob{N: int64(2*round + i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pool.Close()
+	}
+	if got := seen.wait(6, 5*time.Second); len(got) < 6 || got[len(got)-1] != 6 {
+		t.Errorf("rows seen at each notification: %v; want a notification for each of the 6 enqueues, the last seeing them all", got)
+	}
+}
+
+// Enqueue on a *pgx.Conn uses it only until it returns: the caller may send its next statement at
+// once, and each enqueue still wakes the dispatchers.
+func TestEnqueueOnAConnLeavesItFree(t *testing.T) {
+	t.Parallel()
+	kind := jobinfo.MustDefine[plainJob]("own_conn_job")
+	s := kindSchema(t, kind)
+	seen := listenRows(t, s.Pool, "own_conn_job")
+	ctx := context.Background()
+	conn, err := pgx.ConnectConfig(ctx, s.Config().ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	const n = 50
+	for i := range n {
+		if _, err := dispatcher.Enqueue(ctx, conn, kind, plainJob{N: int64(i)}); err != nil {
+			t.Fatalf("Enqueue %d: %v", i, err)
+		}
+		if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatalf("the caller's statement after Enqueue %d: %v", i, err)
+		}
+	}
+	if got := seen.wait(n, 5*time.Second); len(got) < n {
+		t.Errorf("%d notifications for %d enqueues; want one for each", len(got), n)
+	}
+}
+
+// A program that opens a pool, enqueues through it from many goroutines and closes it leaves nothing
+// behind: no goroutine, and nothing that keeps the closed pool from being collected.
+func TestEnqueueKeepsNothingOfAClosedPool(t *testing.T) {
+	// Not parallel: goleak must not see the goroutines of other tests.
+	kind := jobinfo.MustDefine[plainJob]("leak_job")
+	s := kindSchema(t, kind)
+	before := goleak.IgnoreCurrent()
+	pool := enqueueAndClose(t, s.Config(), kind)
+	waitFor(t, "the closed pool to be collected", 5*time.Second, func() (bool, error) {
+		runtime.GC()
+		return pool.Value() == nil, nil
+	})
+	goleak.VerifyNone(t, before)
+}
+
+// enqueueAndClose opens a pool, enqueues 64 jobs of kind through it at once, closes it and returns a
+// weak pointer to it.
+func enqueueAndClose(t *testing.T, cfg *pgxpool.Config, kind *jobinfo.Kind[plainJob]) weak.Pointer[pgxpool.Pool] {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			if _, err := dispatcher.Enqueue(ctx, pool, kind, plainJob{N: int64(i)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	pool.Close()
+	return weak.Make(pool)
 }
 
 // On a connection inside a transaction opened with plain SQL, Enqueue cannot follow the commit: its

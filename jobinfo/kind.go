@@ -69,7 +69,8 @@ type Info struct {
 	// 0 or negative sets no deadline (the zero Info has none; Define sets DefaultTimeout).
 	Timeout time.Duration
 
-	noKey bool // NoKey was given, so that Check can name it as what removed the key
+	noKey   bool     // NoKey was given, so that Check can name it as what removed the key
+	derived *derived // what other packages build once from this kind (see Derived); set by Define
 }
 
 // Kind is a job kind whose data is carried by struct type T.
@@ -259,6 +260,7 @@ func Define[T any](name string, opts ...Option) (*Kind[T], error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("jobinfo: kind %q: %w", name, errors.Join(errs...))
 	}
+	info.derived = &derived{owner: info}
 	return &Kind[T]{info: info}, nil
 }
 

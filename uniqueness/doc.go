@@ -8,5 +8,11 @@
 //
 // On a duplicate the caller picks a Strategy: Skip (the default) returns the existing job's id with
 // Duplicate set; Replace, ReplaceData and ReplaceSchedule update the waiting job (debounce); Error returns
-// a *DuplicateError naming the existing id. An Inserter holds a kind's statements, built once.
+// a *DuplicateError naming the existing id.
+//
+// An Inserter holds a kind's statements, built once: For keeps one on each kind made by jobinfo.Define
+// (jobinfo.Info.Derived), and the package keeps no state of its own. Every insert wakes the dispatchers
+// of its kind (NotifyChannel) by the time it returns, at its commit or, for concurrent inserts through
+// one pool, with a notification they share (Inserter.InsertCoalesced); the database handle it is given
+// is not used after it returns.
 package uniqueness

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,23 +57,22 @@ type Inserter struct {
 	sql   map[Strategy]string
 	quiet map[Strategy]string // sql without the notification, for InsertQuiet
 	copy  []string            // COPY column list for kinds without unique fields
+	pools poolNotifier        // the notifications InsertCoalesced shares among concurrent calls
 }
 
-var inserters sync.Map // *jobinfo.Info -> *Inserter
+// inserterKey is the key of a kind's Inserter in jobinfo.Info.Derived.
+type inserterKey struct{}
 
-// For returns the Inserter of a kind, building it on first use and keeping it (see New).
+// For returns the Inserter of a kind. A kind made by jobinfo.Define keeps its Inserter for as long as
+// it lives (jobinfo.Info.Derived), so that its statements are built once and concurrent
+// InsertCoalesced calls share notifications; for any other Info, For is New.
 func For(info *jobinfo.Info) *Inserter {
-	if in, ok := inserters.Load(info); ok {
-		return in.(*Inserter)
-	}
-	in, _ := inserters.LoadOrStore(info, newInserter(info))
-	return in.(*Inserter)
+	return info.Derived(inserterKey{}, func() any { return newInserter(info) }).(*Inserter)
 }
 
-// New builds an Inserter for info without keeping it. For keeps one Inserter per *jobinfo.Info for the
-// life of the process, which suits kinds defined once; a caller that builds a fresh Info for each
-// request (package admin reads it from the registry each time) uses New, so that nothing accumulates.
-// Building one costs a few string concatenations.
+// New builds an Inserter for info without keeping it, for a caller that builds a fresh Info for each
+// request (package admin reads it from the registry each time). Building one costs a few string
+// concatenations.
 func New(info *jobinfo.Info) *Inserter { return newInserter(info) }
 
 func newInserter(info *jobinfo.Info) *Inserter {
@@ -158,9 +156,8 @@ func (in *Inserter) Insert(ctx context.Context, db jobinfo.DB, r Row, s Strategy
 	return in.insert(ctx, db, r, s, in.sql)
 }
 
-// InsertQuiet is Insert without the notification: for an insert that commits on its own (db a pool,
-// or a connection outside a transaction), followed by NotifyCommitted, which coalesces the
-// notifications of concurrent inserts.
+// InsertQuiet is Insert without the notification, for a caller that wakes the dispatchers itself
+// once the insert has committed (InsertCoalesced does).
 func (in *Inserter) InsertQuiet(ctx context.Context, db jobinfo.DB, r Row, s Strategy) (Result, error) {
 	return in.insert(ctx, db, r, s, in.quiet)
 }

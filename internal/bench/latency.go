@@ -143,8 +143,7 @@ func runLatency(ctx context.Context, s *session) error {
 	var window time.Duration
 	if err == nil {
 		window, err = enqueueAtRate(ctx, pool, o.Rate, kind, w, jobs, newPlainJob)
-		// Open until the jobs are done, as an application's pool is: Enqueue's coalesced wake-up
-		// goes through it a moment after the call returns.
+		// Open until the jobs are done, as an application's pool is.
 		defer pool.Close()
 	}
 	if err == nil {

@@ -139,7 +139,7 @@ func (s *session) recordRate(m rateRun) {
 	}
 	lag := summarize(lagDs)
 	// Each Enqueue call is one transaction: an INSERT on a pool commits on its own. The wake-up
-	// notifications it schedules are transactions of their own, coalesced, and stay in the rest.
+	// notifications that concurrent calls share are transactions of their own, and stay in the rest.
 	enqueueXacts := m.acc.Jobs
 	xactsPerJob := round(float64(c.Xacts)/float64(max(m.jobs, 1)), 2)
 	restPerJob := round(float64(c.Xacts-enqueueXacts)/float64(max(m.jobs, 1)), 2)
