@@ -4,36 +4,11 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// NotifyWindow was the most often NotifyCommitted notified one kind through one database handle.
-//
-// Deprecated: notifications are no longer spaced in time. InsertCoalesced shares them among the
-// calls that commit while one is being sent, and returns once one sent after its own commit has gone.
-const NotifyWindow = 5 * time.Millisecond
-
-// notifyTimeout bounds a notification sent by NotifyCommitted.
-const notifyTimeout = 5 * time.Second
-
 const notifySQL = `SELECT pg_notify($1, $2)`
-
-// NotifyCommitted wakes the dispatchers of kind, on NotifyChannel through db, for jobs that
-// InsertQuiet inserted and that are committed: call it after the commit. It returns once the
-// notification has been sent or has failed (a failure is dropped: the dispatchers' poll makes up for
-// it), within 5 s, and uses db only until then.
-//
-// Deprecated: use Inserter.InsertCoalesced, which inserts and notifies in one call and shares the
-// notifications of concurrent calls, or Inserter.Insert, whose statement notifies at its commit.
-func NotifyCommitted(db jobinfo.DB, kind string) {
-	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
-	defer cancel()
-	_, _ = db.Exec(ctx, notifySQL, NotifyChannel, kind)
-}
 
 // InsertCoalesced is Insert for a pool that concurrent callers share. It returns once the dispatchers
 // have been notified of its job, and uses pool only until then: the caller may close the pool as
