@@ -144,10 +144,9 @@ const fullClaimEvery = time.Second
 // plainClaimFrom is the lowest id the next claim of a plain kind in created order looks at.
 //
 // A worked job leaves its entry in the ready index until a vacuum removes it, and a claim reading the
-// index from its start steps over every such entry: after a million jobs, thousands of index pages
-// per claim, and a drain that slows as it goes. While the kind has a backlog (the last claim got all
-// it asked for), the next claim starts at the lowest id that claim got instead: jobs below it were
-// all claimed then, or held by another dispatcher. A job below it that waits again (a retry, a
+// index from its start steps over every such entry, so a long drain would slow as it goes. While the
+// kind has a backlog (the last claim got all it asked for), the next claim starts at the lowest id
+// that claim got instead: jobs below it were all claimed then, or held by another dispatcher. A job below it that waits again (a retry, a
 // released claim) is found by the next claim from the start, which comes as soon as a claim gets
 // fewer jobs than it asked for, and at least every fullClaimEvery.
 func (k *kindRunner) plainClaimFrom() int64 {

@@ -29,11 +29,10 @@ type kindSQL struct {
 	//
 	// Its update finds the locked rows by id in an array, bounded by $4 too, for the plan's sake: pgx
 	// prepares the statement once per connection, and PostgreSQL keeps its generic plan, made with
-	// the table's size at that moment, until the table is next analyzed. A join of the locked rows
-	// to the table, planned over a mid-sized table, was a hash join over a sequential scan, slower with
-	// every job enqueued since; the id array alone, planned over a kind's
-	// first few jobs, was a sequential scan too. With both conditions both plans read the primary
-	// key (TestClaimPlanNeverReadsTheTable).
+	// the table's size at that moment, until the table is next analyzed. A join of the locked rows to
+	// the table may then be planned as a hash join over a sequential scan, and the id array alone,
+	// planned over a kind's first few jobs, as a sequential scan. With both conditions every plan reads
+	// the primary key (TestClaimPlanNeverReadsTheTable).
 	claimPlain string
 	// countRunning counts the kind's running jobs.
 	countRunning string
