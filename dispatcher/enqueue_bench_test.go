@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
@@ -70,5 +71,23 @@ func BenchmarkEnqueue(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkEnqueueParallel measures one job per call from 32 concurrent callers sharing a pool, as
+// web request handlers enqueue: their commits, and the notifications that wake the dispatchers.
+func BenchmarkEnqueueParallel(b *testing.B) {
+	kind := jobinfo.MustDefine[plainJob]("bench_one_parallel")
+	s := benchKind(b, kind)
+	ctx := context.Background()
+	b.SetParallelism(32 / max(1, runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := dispatcher.Enqueue(ctx, s.Pool, kind, plainJob{N: 1, Note: "bench"}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }

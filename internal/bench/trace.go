@@ -68,18 +68,44 @@ func (t *tracer) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, data pgx.Tra
 	t.end(ctx, data.CommandTag.RowsAffected())
 }
 
+// batchMark is when a batch was sent or its last result read: a result's time is from there.
+type batchMark struct{ at time.Time }
+
+// TraceBatchStart implements pgx.BatchTracer.
+func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return context.WithValue(ctx, traceKey{}, &batchMark{time.Now()})
+}
+
+// TraceBatchQuery implements pgx.BatchTracer: each statement of a batch counts as a call of its own,
+// timed from the batch's previous result (the first from the batch's start).
+func (t *tracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	m, ok := ctx.Value(traceKey{}).(*batchMark)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	t.add(t.label(data.SQL), data.CommandTag.RowsAffected(), now.Sub(m.at))
+	m.at = now
+}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 func (t *tracer) end(ctx context.Context, rows int64) {
 	s, ok := ctx.Value(traceKey{}).(traceStart)
 	if !ok {
 		return
 	}
-	d := time.Since(s.at)
+	t.add(s.label, rows, time.Since(s.at))
+}
+
+func (t *tracer) add(label string, rows int64, d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := t.stats[s.label]
+	st := t.stats[label]
 	if st == nil {
 		st = &stmtStat{}
-		t.stats[s.label] = st
+		t.stats[label] = st
 	}
 	st.calls++
 	st.rows += rows
