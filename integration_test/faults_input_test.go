@@ -27,78 +27,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobpipe/jobpipe/admin"
-	"github.com/jobpipe/jobpipe/backoff"
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/cli"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/limits"
 	"github.com/jobpipe/jobpipe/schedule"
 )
-
-// mpEnvInputKind names the bad-input scenario's plain kind for the workers to work (unset: none).
-const mpEnvInputKind = "JPW_INPUT_KIND"
-
-// faultInputJob is the data of the bad-input scenario's plain kind. Meta carries the payload's own
-// check: "body_len" is len(Body) and "keys" is len(Meta), so the handler can tell a payload that
-// arrived whole. BlogID only spreads the handler's ledger rows (mp_conc) over blogs of their own.
-type faultInputJob struct {
-	BlogID int64          `jobpipe:"blog_id"`
-	Seq    int64          `jobpipe:"seq"`
-	Body   string         `jobpipe:"body"`
-	Meta   map[string]int `jobpipe:"meta"`
-	Wait   time.Duration  `jobpipe:"wait"`
-}
-
-// faultInputBlogBase puts the plain kind's blogs apart from the keyed kind's in mp_conc.
-const faultInputBlogBase = 1_000_000
-
-// faultDefineInputKind defines the plain kind the test and its workers share.
-func faultDefineInputKind(name string) (*jobinfo.Kind[faultInputJob], error) {
-	return jobinfo.Define[faultInputJob](name, jobinfo.MaxAttempts(3), jobinfo.Backoff(backoff.Constant(200*time.Millisecond)))
-}
-
-// faultInputPayload is job seq with body and extraKeys more members in Meta, which vouches for both.
-func faultInputPayload(seq int64, body string, extraKeys int) faultInputJob {
-	meta := map[string]int{"body_len": len(body)}
-	for i := range extraKeys {
-		meta["k"+strconv.Itoa(i)] = i
-	}
-	meta["keys"] = len(meta) + 1
-	return faultInputJob{BlogID: faultInputBlogBase + seq, Seq: seq, Body: body, Meta: meta, Wait: time.Duration(seq) * time.Millisecond}
-}
-
-// check reports a payload that did not arrive as it was enqueued.
-func (j faultInputJob) check() error {
-	if j.Meta["body_len"] != len(j.Body) || j.Meta["keys"] != len(j.Meta) {
-		return fmt.Errorf("payload damaged: body of %d bytes (meta says %d), meta of %d keys (meta says %d)",
-			len(j.Body), j.Meta["body_len"], len(j.Meta), j.Meta["keys"])
-	}
-	return nil
-}
-
-// init gives the worker processes the bad-input scenario's plain kind, when JPW_INPUT_KIND names it.
-func init() {
-	mpWorkerExtras = append(mpWorkerExtras, func(h *mpWorkerHost) error {
-		name := h.Env(mpEnvInputKind)
-		if name == "" {
-			return nil
-		}
-		kind, err := faultDefineInputKind(name)
-		if err != nil {
-			return err
-		}
-		return dispatcher.Register(h.D, kind, func(jctx context.Context, j *dispatcher.Job[faultInputJob]) error {
-			c := mpCall{Kind: name, JobID: j.ID, BlogID: j.Data.BlogID, Seq: j.Data.Seq, Attempt: j.Attempt, Token: j.Token, Slot: j.Slot}
-			return h.HandleWith(jctx, c, func(jctx context.Context, _ mpCall) error {
-				if err := j.Data.check(); err != nil {
-					return err
-				}
-				return h.behave(jctx, c)
-			})
-		})
-	})
-}
 
 const (
 	faultInputKind = "fault_input"
@@ -109,11 +45,11 @@ const (
 // faultInput is the bad-input scenario's state: what it enqueued, and what it fed and saw refused.
 type faultInput struct {
 	t    *testing.T
-	e    *mpEnv
-	kind *jobinfo.Kind[faultInputJob]
+	e    *faultkit.World
+	kind *jobinfo.Kind[faultkit.InputJob]
 	dir  string // for --data @FILE
 	// The payloads of megabytes, built before the measured windows.
-	hugeJobs []faultInputJob
+	hugeJobs []faultkit.InputJob
 	hugeFile string
 	mu       sync.Mutex
 	keyed    []int64 // healthy jobs of the keyed kind
@@ -129,7 +65,7 @@ type faultInput struct {
 // malformed row failed once with its reason, every refused input refused with its exact error, and
 // nothing written that the test did not enqueue.
 func TestFault14BadInput(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		window     = 5 * time.Second
 		tick       = 40 * time.Millisecond // 100 keyed and 25 plain jobs/s: well within what one worker sustains
@@ -137,11 +73,11 @@ func TestFault14BadInput(t *testing.T) {
 	)
 	began := time.Now()
 	ctx := context.Background()
-	mpReserve(t, 1) // the worker; the dispatchers the test makes itself never start
+	faultkit.Reserve(t, 1) // the worker; the dispatchers the test makes itself never start
 	// A lock node of its own: the keyed kind's throughput is measured, and the shared node serves other tests.
-	addrs, clients := mpNodeAddrs(testenv.StartRedisNodes(t, 1))
-	e := newMPEnv(t, 200*time.Millisecond, addrs, clients, "f14:")
-	kind, err := faultDefineInputKind(faultInputKind)
+	addrs, clients := faultkit.NodeAddrs(testenv.StartRedisNodes(t, 1))
+	e := faultkit.NewWorld(t, 200*time.Millisecond, addrs, clients, "f14:")
+	kind, err := faultkit.DefineInputKind(faultInputKind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,26 +85,26 @@ func TestFault14BadInput(t *testing.T) {
 	f.createTable(kind.TableSpec())
 	f.prepareHugePayloads()
 	for _, stmt := range []string{`CREATE TABLE y (v text)`, `INSERT INTO y VALUES ('still here')`} {
-		if _, err := e.db.Exec(ctx, stmt); err != nil {
+		if _, err := e.DB.Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
-	installAudit(t, e.db, e.schema.Name, mpKindName)
-	installAudit(t, e.db, e.schema.Name, faultInputKind)
-	e.installOrderCheck(t)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultInputKind)
+	e.InstallOrderCheck(t)
 
-	s := e.worker("w1")
+	s := e.WorkerSettings("w1")
 	s.SleepMin, s.SleepMax, s.Concurrency = time.Millisecond, 3*time.Millisecond, 8
 	s.PollInterval, s.RetryDelay = 200*time.Millisecond, 200*time.Millisecond
-	s.Extra = map[string]string{mpEnvInputKind: faultInputKind}
-	w := mpStartWorker(t, s)
-	mpWaitReady(t, 60*time.Second, w)
+	s.InputKind = faultInputKind
+	w := faultkit.StartWorker(t, s)
+	faultkit.WaitReady(t, 60*time.Second, w)
 
 	stop := f.produce(tick, keyedBlogs)
 	time.Sleep(2 * time.Second) // warm-up
-	b0 := e.dbNow(t)
+	b0 := e.Now(t)
 	time.Sleep(window)
-	b1 := e.dbNow(t)
+	b1 := e.Now(t)
 
 	for _, step := range []struct {
 		what string
@@ -182,23 +118,21 @@ func TestFault14BadInput(t *testing.T) {
 		step.feed()
 		t.Logf("fed %s in %v", step.what, time.Since(fed).Round(time.Millisecond))
 	}
-	if d := e.dbNow(t).Sub(b1); d < window {
+	if d := e.Now(t).Sub(b1); d < window {
 		time.Sleep(window - d) // a during window as long as the others
 	}
-	d1 := e.dbNow(t)
+	d1 := e.Now(t)
 	time.Sleep(window)
-	a1 := e.dbNow(t)
+	a1 := e.Now(t)
 	stop()
 
-	select {
-	case <-w.done:
-		t.Fatalf("the worker exited while it was fed bad input: %v", w.state)
-	default:
+	if state, exited := w.Exited(); exited {
+		t.Fatalf("the worker exited while it was fed bad input: %v", state)
 	}
 	settled := f.waitSettled(60 * time.Second)
 	rates, arrivals := map[string][3]float64{}, map[string][3]float64{}
-	for k, table := range map[string]string{"": mpKindName, faultInputKind: faultInputKind} {
-		rates[k] = [3]float64{ledgerRate(t, e.db, k, b0, b1), ledgerRate(t, e.db, k, b1, d1), ledgerRate(t, e.db, k, d1, a1)}
+	for k, table := range map[string]string{"": faultkit.KeyedKind, faultInputKind: faultInputKind} {
+		rates[k] = [3]float64{faultkit.LedgerRate(t, e.DB, k, b0, b1), faultkit.LedgerRate(t, e.DB, k, b1, d1), faultkit.LedgerRate(t, e.DB, k, d1, a1)}
 		arrivals[k] = [3]float64{f.arrivals(table, b0, b1), f.arrivals(table, b1, d1), f.arrivals(table, d1, a1)}
 		// The worker keeps up with what arrives as well during and after the bad input as before. The
 		// rates alone would also measure the producer, which shares the test process (and its CPU)
@@ -211,26 +145,26 @@ func TestFault14BadInput(t *testing.T) {
 		}
 	}
 
-	healthyLost := f.checkHealthy(mpKindName, "", f.keyed) + f.checkHealthy(faultInputKind, faultInputKind, f.plain)
+	healthyLost := f.checkHealthy(faultkit.KeyedKind, "", f.keyed) + f.checkHealthy(faultInputKind, faultInputKind, f.plain)
 	hugeLost := f.checkHealthy(faultInputKind, faultInputKind, f.huge)
 	malformedFailed, malformedLost := f.checkMalformed()
 	lost := healthyLost + hugeLost + malformedLost
 	f.checkNothingElseWritten()
 	duplicates := f.duplicates()
-	e.checkConc(t, nil, 1)
-	e.checkOrder(t)
+	e.CheckConc(t, nil, 1)
+	e.CheckOrder(t)
 
-	took := mpTerminate(t, w)
-	e.checkQuiet(t)
+	took := faultkit.Terminate(t, w)
+	e.CheckQuiet(t)
 	if n := f.count(`lease_expires_at IS NOT NULL OR lease_owner IS NOT NULL`); n != 0 {
 		t.Errorf("%d rows of %s still leased after the worker stopped", n, faultInputKind)
 	}
-	keyedAudit := checkAudit(t, e.db, mpKindName, "")
+	keyedAudit := faultkit.CheckAudit(t, e.DB, faultkit.KeyedKind, "")
 	inputAudit := f.checkAudit()
 	if st := w.Stats(); st == nil || st.Failed != int64(len(f.malformed)) || st.Retried != 0 || st.LeasesLost != 0 || st.StaleFinishes != 0 {
 		t.Errorf("worker stats %+v; want %d failed (the malformed rows), nothing retried, lost or stale", st, len(f.malformed))
 	}
-	faultFigures(t, "14 bad input",
+	faultkit.ReportFigures(t, "14 bad input",
 		"healthy processed", len(f.keyed)+len(f.plain)-healthyLost, "huge processed", len(f.huge)-hugeLost,
 		"malformed failed", malformedFailed, "refused inputs", f.refused, "lost", lost, "duplicates", duplicates,
 		"keyed jobs/s before", rates[""][0], "during", rates[""][1], "after", rates[""][2],
@@ -248,7 +182,7 @@ func (f *faultInput) createTable(spec jobinfo.TableSpec) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.e.db.Exec(context.Background(), ddl); err != nil {
+	if _, err := f.e.DB.Exec(context.Background(), ddl); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -268,16 +202,16 @@ func (f *faultInput) produce(tick time.Duration, blogs int64) (stop func()) {
 				return
 			case <-tk.C:
 			}
-			jobs := make([]mpJob, 4)
+			jobs := make([]faultkit.KeyedJob, 4)
 			for i := range jobs {
-				jobs[i] = mpJob{BlogID: 1 + (4*n+int64(i))%blogs, Seq: n}
+				jobs[i] = faultkit.KeyedJob{BlogID: 1 + (4*n+int64(i))%blogs, Seq: n}
 			}
-			res, err := dispatcher.EnqueueMany(context.Background(), f.e.db, f.e.kind, jobs)
+			res, err := dispatcher.EnqueueMany(context.Background(), f.e.DB, f.e.Kind, jobs)
 			if err != nil {
 				f.t.Errorf("enqueue healthy keyed jobs: %v", err)
 				return
 			}
-			job, err := dispatcher.Enqueue(context.Background(), f.e.db, f.kind, faultInputPayload(n, "job "+strconv.FormatInt(n, 10), 2))
+			job, err := dispatcher.Enqueue(context.Background(), f.e.DB, f.kind, faultkit.InputPayload(n, "job "+strconv.FormatInt(n, 10), 2))
 			if err != nil {
 				f.t.Errorf("enqueue a healthy plain job: %v", err)
 				return
@@ -340,13 +274,13 @@ func (f *faultInput) refuseCLI(wantCode int, want string, args ...string) {
 }
 
 // db is the --database-url flag of the test's schema, for command lines.
-func (f *faultInput) db() []string { return []string{"--database-url", f.e.schema.URL} }
+func (f *faultInput) db() []string { return []string{"--database-url", f.e.Schema.URL} }
 
 // count counts the plain kind's rows matching cond.
 func (f *faultInput) count(cond string) int {
 	f.t.Helper()
 	var n int
-	if err := f.e.db.QueryRow(context.Background(), "SELECT count(*) FROM "+faultInputKind+" WHERE "+cond).Scan(&n); err != nil {
+	if err := f.e.DB.QueryRow(context.Background(), "SELECT count(*) FROM "+faultInputKind+" WHERE "+cond).Scan(&n); err != nil {
 		f.t.Fatal(err)
 	}
 	return n
@@ -365,8 +299,8 @@ func (f *faultInput) feedMalformedRows() {
 		{`{"a": 1}`, "300 years", prefix + `column "wait": the interval of 3600 months, 0 days and 0 microseconds does not fit a time.Duration (at most about 292 years)`},
 	} {
 		var id int64
-		err := f.e.db.QueryRow(context.Background(), `INSERT INTO `+faultInputKind+` (blog_id, seq, body, meta, wait)
-			VALUES ($1, -1, 'malformed', $2::jsonb, $3::interval) RETURNING id`, faultInputBlogBase-1, m.meta, m.wait).Scan(&id)
+		err := f.e.DB.QueryRow(context.Background(), `INSERT INTO `+faultInputKind+` (blog_id, seq, body, meta, wait)
+			VALUES ($1, -1, 'malformed', $2::jsonb, $3::interval) RETURNING id`, faultkit.InputBlogBase-1, m.meta, m.wait).Scan(&id)
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -387,8 +321,8 @@ func (f *faultInput) feedMalformedRows() {
 // measured windows, so that building them does not count against the worker's throughput.
 func (f *faultInput) prepareHugePayloads() {
 	body := strings.Repeat("jobpipe ü ", 4<<20/11)
-	f.hugeJobs = []faultInputJob{faultInputPayload(1_000_001, body, 0), faultInputPayload(1_000_002, "wide", 100_000)}
-	job := faultInputPayload(1_000_003, strings.Repeat("x", 3<<20), 10)
+	f.hugeJobs = []faultkit.InputJob{faultkit.InputPayload(1_000_001, body, 0), faultkit.InputPayload(1_000_002, "wide", 100_000)}
+	job := faultkit.InputPayload(1_000_003, strings.Repeat("x", 3<<20), 10)
 	data, err := json.Marshal(map[string]any{"blog_id": job.BlogID, "seq": job.Seq, "body": job.Body, "meta": job.Meta, "wait": "3 seconds"})
 	if err != nil {
 		f.t.Fatal(err)
@@ -404,7 +338,7 @@ func (f *faultInput) prepareHugePayloads() {
 // must be processed whole (the handler checks the payload against its own account of itself).
 func (f *faultInput) feedHugePayloads() {
 	for _, job := range f.hugeJobs {
-		res, err := dispatcher.Enqueue(context.Background(), f.e.db, f.kind, job)
+		res, err := dispatcher.Enqueue(context.Background(), f.e.DB, f.kind, job)
 		if err != nil {
 			f.t.Fatalf("enqueue a payload of %d bytes and %d keys: %v", len(job.Body), len(job.Meta), err)
 		}
@@ -429,14 +363,14 @@ func (f *faultInput) feedUnknownKinds() {
 	f.refuseCLI(1, faultUnknownCLI("jobs retry", "nosuch"), append([]string{"jobs", "retry", "nosuch", "1"}, f.db()...)...)
 	f.refuseCLI(1, faultUnknownCLI("limit set", "nosuch"), append([]string{"limit", "set", "nosuch", "3"}, f.db()...)...)
 	f.refuseCLI(1, faultUnknownCLI("pause", "nosuch"), append([]string{"pause", "nosuch"}, f.db()...)...)
-	_, err := admin.LoadKind(ctx, f.e.db, "nosuch")
+	_, err := admin.LoadKind(ctx, f.e.DB, "nosuch")
 	f.refuse("admin.LoadKind(nosuch)", err, unknown)
-	f.refuse("limits.SetMaxRunning(nosuch)", limits.SetMaxRunning(ctx, f.e.db, "nosuch", 3), faultUnknownLimits("nosuch"))
-	nosuch, err := faultDefineInputKind("fault_nosuch")
+	f.refuse("limits.SetMaxRunning(nosuch)", limits.SetMaxRunning(ctx, f.e.DB, "nosuch", 3), faultUnknownLimits("nosuch"))
+	nosuch, err := faultkit.DefineInputKind("fault_nosuch")
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	_, err = dispatcher.Enqueue(ctx, f.e.db, nosuch, faultInputPayload(1, "x", 0))
+	_, err = dispatcher.Enqueue(ctx, f.e.DB, nosuch, faultkit.InputPayload(1, "x", 0))
 	f.refuse("dispatcher.Enqueue(fault_nosuch)", err,
 		`uniqueness: enqueueing a "fault_nosuch" job: the kind's table "fault_nosuch" does not exist: create it (jobpipe kind new, then jobpipe migrate up) `+
 			`and register the kind (a dispatcher does at Start) (ERROR: relation "fault_nosuch" does not exist (SQLSTATE 42P01))`)
@@ -470,19 +404,19 @@ func (f *faultInput) feedMismatchedTables() {
 			cols = append(cols, c.Name+" "+c.DDL)
 		}
 	}
-	if _, err := f.e.db.Exec(ctx, `CREATE TABLE fault_mismatch (`+strings.Join(cols, ", ")+`)`); err != nil {
+	if _, err := f.e.DB.Exec(ctx, `CREATE TABLE fault_mismatch (`+strings.Join(cols, ", ")+`)`); err != nil {
 		f.t.Fatal(err)
 	}
-	d, err := dispatcher.New(dispatcher.Config{DB: f.e.db, NodeName: "mismatch"})
+	d, err := dispatcher.New(dispatcher.Config{DB: f.e.DB, NodeName: "mismatch"})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	for _, name := range []string{"fault_mismatch", "fault_nosuch"} {
-		k, err := faultDefineInputKind(name)
+		k, err := faultkit.DefineInputKind(name)
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		if err := dispatcher.Register(d, k, func(context.Context, *dispatcher.Job[faultInputJob]) error { return nil }); err != nil {
+		if err := dispatcher.Register(d, k, func(context.Context, *dispatcher.Job[faultkit.InputJob]) error { return nil }); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -524,7 +458,7 @@ func (f *faultInput) feedMismatchedTables() {
 	}
 	f.refused += 2
 	var registered int
-	if err := f.e.db.QueryRow(ctx, `SELECT count(*) FROM jobpipe_kinds WHERE name IN ('fault_mismatch', 'fault_nosuch')`).Scan(&registered); err != nil || registered != 0 {
+	if err := f.e.DB.QueryRow(ctx, `SELECT count(*) FROM jobpipe_kinds WHERE name IN ('fault_mismatch', 'fault_nosuch')`).Scan(&registered); err != nil || registered != 0 {
 		f.t.Errorf("%d of the refused kinds were registered (%v)", registered, err)
 	}
 }
@@ -537,13 +471,13 @@ func (f *faultInput) feedHostileIdentifiers() {
 	ctx := context.Background()
 	allowed := ": use lower-case letters, digits and underscores, starting with a letter or underscore"
 	for _, name := range []string{faultHostile, "ジョブ", "Jobs"} {
-		_, err := faultDefineInputKind(name)
+		_, err := faultkit.DefineInputKind(name)
 		f.refuse("Define("+name+")", err, fmt.Sprintf(`jobinfo: kind %q: jobinfo: kind name %q is not allowed`+allowed, name, name))
 	}
 	long := strings.Repeat("k", 64)
-	_, err := faultDefineInputKind(long)
+	_, err := faultkit.DefineInputKind(long)
 	f.refuse("Define(64 bytes)", err, fmt.Sprintf(`jobinfo: kind %q: jobinfo: kind name %q is 64 bytes long: the limit is 48`, long, long))
-	_, err = jobinfo.Define[faultInputJob]("fault_table", jobinfo.Table("billing."+faultHostile))
+	_, err = jobinfo.Define[faultkit.InputJob]("fault_table", jobinfo.Table("billing."+faultHostile))
 	f.refuse("Table(billing."+faultHostile+")", err, fmt.Sprintf(`jobinfo: kind "fault_table": jobinfo: table name %q is not allowed`+allowed, faultHostile))
 	type hostileColumn struct {
 		A int64 `jobpipe:"x\"; DROP TABLE y; --"`
@@ -562,11 +496,11 @@ func (f *faultInput) feedHostileIdentifiers() {
 		f.refuseCLI(1, faultUnknownCLI("jobs list", name), append([]string{"jobs", "list", name}, f.db()...)...)
 		f.refuseCLI(1, faultUnknownCLI("limit set", name), append([]string{"limit", "set", name, "1"}, f.db()...)...)
 	}
-	k, err := admin.LoadKind(ctx, f.e.db, faultInputKind)
+	k, err := admin.LoadKind(ctx, f.e.DB, faultInputKind)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	_, err = admin.Enqueue(ctx, f.e.db, k, admin.EnqueueRequest{Data: json.RawMessage(`{"x\"; DROP TABLE y; --": 1, "blog_id": 1, "seq": 1, "body": "b", "wait": "1s"}`)})
+	_, err = admin.Enqueue(ctx, f.e.DB, k, admin.EnqueueRequest{Data: json.RawMessage(`{"x\"; DROP TABLE y; --": 1, "blog_id": 1, "seq": 1, "body": "b", "wait": "1s"}`)})
 	f.refuse("admin.Enqueue(hostile column)", err, fmt.Sprintf(`admin: invalid data for kind "fault_input": column %q: not a column of kind "fault_input"; `+
 		`its columns are blog_id bigint, seq bigint, body text, meta jsonb, wait interval`, faultHostile))
 	_, err = schedule.Parse(schedule.Spec{Name: faultHostile, Cron: "@daily"})
@@ -640,11 +574,11 @@ func (f *faultInput) feedHostileCLIValues() {
 func (f *faultInput) feedInvalidCronSpecs() {
 	const help = `write 5 fields "minute hour day-of-month month day-of-week" (e.g. "30 3 * * *" for 03:30 every day), ` +
 		`6 with seconds first (e.g. "*/10 * * * * *" for every 10 seconds), or a descriptor (e.g. "@daily", "@every 15m")`
-	d, err := dispatcher.New(dispatcher.Config{DB: f.e.db, NodeName: "cron"})
+	d, err := dispatcher.New(dispatcher.Config{DB: f.e.DB, NodeName: "cron"})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := dispatcher.Register(d, f.kind, func(context.Context, *dispatcher.Job[faultInputJob]) error { return nil }); err != nil {
+	if err := dispatcher.Register(d, f.kind, func(context.Context, *dispatcher.Job[faultkit.InputJob]) error { return nil }); err != nil {
 		f.t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -660,7 +594,7 @@ func (f *faultInput) feedInvalidCronSpecs() {
 	} {
 		_, err := schedule.Parse(c.spec)
 		f.refuse(fmt.Sprintf("schedule.Parse(%+v)", c.spec), err, c.want)
-		err = dispatcher.AddSchedule(d, f.kind, c.spec, faultInputPayload(1, "x", 0))
+		err = dispatcher.AddSchedule(d, f.kind, c.spec, faultkit.InputPayload(1, "x", 0))
 		if !errors.Is(err, schedule.ErrInvalid) || err.Error() != "dispatcher: AddSchedule: "+c.want {
 			f.t.Errorf("AddSchedule(%+v): %v; want dispatcher: AddSchedule: %s", c.spec, err, c.want)
 		} else {
@@ -668,7 +602,7 @@ func (f *faultInput) feedInvalidCronSpecs() {
 		}
 	}
 	var stored int
-	if err := f.e.db.QueryRow(context.Background(), `SELECT count(*) FROM jobpipe_schedules`).Scan(&stored); err != nil || stored != 0 {
+	if err := f.e.DB.QueryRow(context.Background(), `SELECT count(*) FROM jobpipe_schedules`).Scan(&stored); err != nil || stored != 0 {
 		f.t.Errorf("%d schedules stored (%v); want none", stored, err)
 	}
 }
@@ -678,7 +612,7 @@ func (f *faultInput) feedInvalidCronSpecs() {
 func (f *faultInput) arrivals(table string, from, to time.Time) float64 {
 	f.t.Helper()
 	var n int
-	if err := f.e.db.QueryRow(context.Background(), `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()+`
+	if err := f.e.DB.QueryRow(context.Background(), `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()+`
 		WHERE created_at >= $1 AND created_at < $2 AND seq >= 0 AND seq < 1000000`, from, to).Scan(&n); err != nil {
 		f.t.Fatal(err)
 	}
@@ -690,8 +624,8 @@ func (f *faultInput) arrivals(table string, from, to time.Time) float64 {
 func (f *faultInput) waitSettled(within time.Duration) time.Duration {
 	f.t.Helper()
 	start := time.Now()
-	mpWaitFor(f.t, "every job finished", within, func() bool {
-		return f.e.count(f.t, "processed_at IS NULL AND failed_at IS NULL") == 0 && f.count("processed_at IS NULL AND failed_at IS NULL") == 0
+	faultkit.WaitFor(f.t, "every job finished", within, func() bool {
+		return f.e.Count(f.t, "processed_at IS NULL AND failed_at IS NULL") == 0 && f.count("processed_at IS NULL AND failed_at IS NULL") == 0
 	})
 	return time.Since(start)
 }
@@ -704,7 +638,7 @@ func (f *faultInput) checkHealthy(table, ledgerKind string, ids []int64) int {
 	if ledgerKind != "" {
 		lk = ledgerKind
 	}
-	rows, err := f.e.db.Query(context.Background(), `SELECT t.id, t.attempts_made, t.processed_at IS NOT NULL, t.failed_at IS NOT NULL,
+	rows, err := f.e.DB.Query(context.Background(), `SELECT t.id, t.attempts_made, t.processed_at IS NOT NULL, t.failed_at IS NOT NULL,
 		coalesce(t.last_error, ''), count(l.n), count(l.n) FILTER (WHERE l.outcome = 'ok' AND l.attempt = 1)
 		FROM `+pgx.Identifier{table}.Sanitize()+` t LEFT JOIN mp_ledger l ON l.job_id = t.id AND l.kind IS NOT DISTINCT FROM $2
 		WHERE t.id = ANY($1) GROUP BY t.id`, ids, lk)
@@ -722,8 +656,8 @@ func (f *faultInput) checkHealthy(table, ledgerKind string, ids []int64) int {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	report := &mpErrors{t: f.t, what: table + ": exactly once"}
-	defer report.done()
+	report := faultkit.NewFailureLog(f.t, table+": exactly once")
+	defer report.Done()
 	lost := len(ids) - len(states)
 	if lost != 0 {
 		report.Errorf("%s: %d of %d enqueued jobs have no row", table, lost, len(ids))
@@ -747,7 +681,7 @@ func (f *faultInput) checkMalformed() (failed, lost int) {
 		var attempts, calls int
 		var isFailed, processed bool
 		var lastError *string
-		err := f.e.db.QueryRow(context.Background(), `SELECT attempts_made, failed_at IS NOT NULL, processed_at IS NOT NULL, last_error,
+		err := f.e.DB.QueryRow(context.Background(), `SELECT attempts_made, failed_at IS NOT NULL, processed_at IS NOT NULL, last_error,
 			(SELECT count(*) FROM mp_ledger WHERE job_id = $1 AND kind = $2) FROM `+faultInputKind+` WHERE id = $1`, id, faultInputKind).
 			Scan(&attempts, &isFailed, &processed, &lastError, &calls)
 		switch {
@@ -787,13 +721,13 @@ func (f *faultInput) checkNothingElseWritten() {
 		args      []any
 	}{
 		{"rows of " + faultInputKind + " the test did not enqueue", `SELECT count(*) FROM ` + faultInputKind + ` WHERE NOT id = ANY($1)`, []any{plain}},
-		{"rows of " + mpKindName + " the test did not enqueue", `SELECT count(*) FROM ` + mpKindName + ` WHERE NOT id = ANY($1)`, []any{f.keyed}},
-		{"kinds registered beyond the two", `SELECT count(*) FROM jobpipe_kinds WHERE name NOT IN ($1, $2)`, []any{mpKindName, faultInputKind}},
+		{"rows of " + faultkit.KeyedKind + " the test did not enqueue", `SELECT count(*) FROM ` + faultkit.KeyedKind + ` WHERE NOT id = ANY($1)`, []any{f.keyed}},
+		{"kinds registered beyond the two", `SELECT count(*) FROM jobpipe_kinds WHERE name NOT IN ($1, $2)`, []any{faultkit.KeyedKind, faultInputKind}},
 		{"limits stored", `SELECT (SELECT count(*) FROM jobpipe_kind_limits) + (SELECT count(*) FROM jobpipe_key_limits)`, nil},
 		{"rows of y other than the one", `SELECT count(*) FROM y WHERE v IS DISTINCT FROM 'still here'`, nil},
 	} {
 		var n int
-		if err := f.e.db.QueryRow(ctx, c.sql, c.args...).Scan(&n); err != nil || n != 0 {
+		if err := f.e.DB.QueryRow(ctx, c.sql, c.args...).Scan(&n); err != nil || n != 0 {
 			f.t.Errorf("%s: %d (%v); want 0", c.what, n, err)
 		}
 	}
@@ -803,7 +737,7 @@ func (f *faultInput) checkNothingElseWritten() {
 func (f *faultInput) duplicates() int {
 	f.t.Helper()
 	var n int
-	if err := f.e.db.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT 1 FROM mp_ledger WHERE outcome = 'ok'
+	if err := f.e.DB.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT 1 FROM mp_ledger WHERE outcome = 'ok'
 		GROUP BY kind, job_id HAVING count(*) > 1) d`).Scan(&n); err != nil {
 		f.t.Fatal(err)
 	}
@@ -816,12 +750,12 @@ func (f *faultInput) duplicates() int {
 // checkAudit checks the plain kind's audit. A malformed row is finished by no handler call (it never
 // reaches one), so its changes are checked here, apart: claimed once (waiting to running, a new
 // token) and failed by that claim (running to failed, the same token), nothing else. Its audit rows are
-// then set apart, and the rest goes through the shared checkAudit. It returns the audited changes.
+// then set apart, and the rest goes through the shared CheckAudit. It returns the audited changes.
 func (f *faultInput) checkAudit() int {
 	f.t.Helper()
 	ctx := context.Background()
 	ids := slices.Collect(maps.Keys(f.malformed))
-	rows, err := f.e.db.Query(ctx, `SELECT job_id, string_agg(format('%s->%s %s->%s', old_state, new_state, old_token, new_token), ', ' ORDER BY n)
+	rows, err := f.e.DB.Query(ctx, `SELECT job_id, string_agg(format('%s->%s %s->%s', old_state, new_state, old_token, new_token), ', ' ORDER BY n)
 		FROM fault_audit WHERE kind = $1 AND job_id = ANY($2) GROUP BY job_id`, faultInputKind, ids)
 	if err != nil {
 		f.t.Fatal(err)
@@ -841,8 +775,8 @@ func (f *faultInput) checkAudit() int {
 			f.t.Errorf("malformed job %d changed: %s; want claimed once and failed by that claim", c.ID, c.Changes)
 		}
 	}
-	if _, err := f.e.db.Exec(ctx, `UPDATE fault_audit SET kind = kind || ' (undecodable)' WHERE kind = $1 AND job_id = ANY($2)`, faultInputKind, ids); err != nil {
+	if _, err := f.e.DB.Exec(ctx, `UPDATE fault_audit SET kind = kind || ' (undecodable)' WHERE kind = $1 AND job_id = ANY($2)`, faultInputKind, ids); err != nil {
 		f.t.Fatal(err)
 	}
-	return checkAudit(f.t, f.e.db, faultInputKind, faultInputKind).Changes + 2*len(changes)
+	return faultkit.CheckAudit(f.t, f.e.DB, faultInputKind, faultInputKind).Changes + 2*len(changes)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/netfault"
 )
 
@@ -107,7 +108,7 @@ func nfRoundTrip(t *testing.T, link *netfault.Link, dbURL string) time.Duration 
 // duplicate, one job per key at a time and in order, SIGTERM exits within 10 s, nothing left leased
 // or locked.
 func TestFault15NetworkLatency(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	t.Run("one redis node of three", func(t *testing.T) {
 		nfLatency(t, nfLatencyCase{name: "15 latency on one redis node of 3 (+50ms each way)", redis: true,
 			latency: 50 * time.Millisecond, jitter: 10 * time.Millisecond})
@@ -133,24 +134,24 @@ func nfLatency(t *testing.T, c nfLatencyCase) {
 		lockBound = frCallTimeout + 250*time.Millisecond
 		beatBound = frCallTimeout + 500*time.Millisecond
 	)
-	mpReserve(t, 2)
+	faultkit.Reserve(t, 2)
 	e := newFREnv(t, 3, false, true)
 	var link *netfault.Link
 	var linkURL string // the database's URL through the link (PostgreSQL's case)
 	if c.redis {
-		link = startLink(t, "redis node 1", e.addrs[0])
-		// The workers and the lock probe reach the first node through the link; checkQuiet still
+		link = startLink(t, "redis node 1", e.Addrs[0])
+		// The workers and the lock probe reach the first node through the link; CheckQuiet still
 		// looks at it directly (e.nodes).
-		e.addrs = append([]string{link.Addr()}, e.addrs[1:]...)
+		e.Addrs = append([]string{link.Addr()}, e.Addrs[1:]...)
 	} else {
-		link = startLink(t, "postgres", nfPostgresAddr(t, e.schema.URL))
-		linkURL = nfVia(t, e.schema.URL, link.Addr())
+		link = startLink(t, "postgres", nfPostgresAddr(t, e.Schema.URL))
+		linkURL = nfVia(t, e.Schema.URL, link.Addr())
 	}
-	workers := e.startWorkers(t, func(s *mpWorkerSettings) {
+	workers := e.startWorkers(t, func(s *faultkit.WorkerSettings) {
 		frSettings(s)
 		if linkURL != "" {
 			s.DatabaseURL = linkURL
-			s.Extra[pgfEnvLedgerURL] = e.schema.URL
+			s.LedgerURL = e.Schema.URL
 		}
 	}, "w1", "w2")
 	load := e.startLoad(t, frLoadSpec{Keys: 100, KeyedRate: keyedRate, Probes: probes, LockProbe: true})
@@ -174,10 +175,10 @@ func nfLatency(t *testing.T, c nfLatencyCase) {
 		t.Errorf("a round trip through the slowed link took %v, want at least %v: the latency was not in force", slowed, added)
 	}
 	st, figs := e.finish(t, workers,
-		frKindJobs{Table: mpKindName, Keyed: true, Jobs: keyed},
-		frKindJobs{Table: frProbeKind, LedgerKind: frProbeKind, Keyed: true, Jobs: load.probes})
-	e.checkConc(t, nil, 1)
-	r := w.rates(t, e.db, "")
+		frKindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: keyed},
+		frKindJobs{Table: faultkit.ProbeKind, LedgerKind: faultkit.ProbeKind, Keyed: true, Jobs: load.probes})
+	e.CheckConc(t, nil, 1)
+	r := w.rates(t, e.DB, "")
 	windows := [3][2]time.Time{{w.Start, w.Fault}, {w.Fault, w.Heal}, {w.Heal, w.End}}
 	var locks, beats, lags [3]frLatency
 	for i, phase := range []string{"before", "during", "after"} {
@@ -204,7 +205,7 @@ func nfLatency(t *testing.T, c nfLatencyCase) {
 	if r.During < frKeepUp*r.Before || r.After < frKeepUp*r.Before {
 		t.Errorf("keyed throughput before/during/after %.1f/%.1f/%.1f jobs/s: want at least %.0f%% of before throughout", r.Before, r.During, r.After, 100*frKeepUp)
 	}
-	faultFigures(t, c.name, "fault", during, "offered", keyedRate, "round trip through the link slowed/healed", frJoin(slowed, healed),
+	faultkit.ReportFigures(t, c.name, "fault", during, "offered", keyedRate, "round trip through the link slowed/healed", frJoin(slowed, healed),
 		"before", r.Before, "during", r.During, "after", r.After,
 		"duplicates", figs[0].Duplicates+figs[1].Duplicates, "lost", figs[0].Lost+figs[1].Lost,
 		"lock calls during", locks[1], "lock p99 before/during/after", frP99s(locks[:]),
@@ -234,7 +235,7 @@ func nfLatency(t *testing.T, c nfLatencyCase) {
 // and after it, and the scenario ends as every scenario does: nothing lost, one job per key at a time
 // and in order, SIGTERM exits within 10 s, nothing left leased or locked.
 func TestFault16NetworkPartition(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	t.Run("worker held off from postgres", func(t *testing.T) {
 		nfPartition(t, nfPartitionCase{name: "16 partition: a worker held off from postgres", postgres: true})
 	})
@@ -257,46 +258,46 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 		leaderTTL        = 4 * time.Second
 		heartbeatEvery   = frLeaseTTL / 3 // the default HeartbeatInterval
 	)
-	mpReserve(t, 2)
+	faultkit.Reserve(t, 2)
 	e := newFREnv(t, 3, true, false)
-	long := mpEnqueued{}
+	long := faultkit.Enqueued{}
 	longBlogs := []int64{901, 902, 903, 904}
-	longIDs := e.enqueue(t, long, longBlogs, 0, 1)
+	longIDs := e.Enqueue(t, long, longBlogs, 0, 1)
 
 	// w1's links: to PostgreSQL, or to each Redis node.
 	var links []*netfault.Link
 	var w1URL string
-	w1Redis := e.addrs
+	w1Redis := e.Addrs
 	// Held off, a long job's lease runs out by w1's clock: its renewals never come back. Cut off,
 	// the first renewal after the cut fails to extend the lock.
 	lostWithin := frLeaseTTL + 500*time.Millisecond
 	if c.postgres {
-		links = append(links, startLink(t, "postgres", nfPostgresAddr(t, e.schema.URL)))
-		w1URL = nfVia(t, e.schema.URL, links[0].Addr())
+		links = append(links, startLink(t, "postgres", nfPostgresAddr(t, e.Schema.URL)))
+		w1URL = nfVia(t, e.Schema.URL, links[0].Addr())
 	} else {
 		w1Redis = nil
-		for i, a := range e.addrs {
+		for i, a := range e.Addrs {
 			links = append(links, startLink(t, fmt.Sprintf("redis node %d", i+1), a))
 			w1Redis = append(w1Redis, links[i].Addr())
 		}
 		lostWithin = heartbeatEvery + frCallTimeout + 500*time.Millisecond
 	}
-	settings := func(s *mpWorkerSettings) {
+	settings := func(s *faultkit.WorkerSettings) {
 		frSettings(s)
 		s.LeaderTTL = leaderTTL
 		// Every attempt, until the lease is lost or the test releases the job after the heal; by
 		// blog, not id: the plain kind's ids are the same numbers.
 		s.BlockBlogs = longBlogs
 	}
-	workers := e.startWorkers(t, func(s *mpWorkerSettings) {
+	workers := e.startWorkers(t, func(s *faultkit.WorkerSettings) {
 		settings(s)
 		s.RedisAddrs = w1Redis
 		if w1URL != "" {
 			s.DatabaseURL = w1URL
-			s.Extra[pgfEnvLedgerURL] = e.schema.URL
+			s.LedgerURL = e.Schema.URL
 		}
 	}, "w1")
-	mpWaitFor(t, "the long jobs running on w1", 30*time.Second, func() bool { return len(e.ledger(t)) == len(longIDs) })
+	faultkit.WaitFor(t, "the long jobs running on w1", 30*time.Second, func() bool { return len(e.Ledger(t)) == len(longIDs) })
 	workers = append(workers, e.startWorkers(t, settings, "w2")...)
 	load := e.startLoad(t, frLoadSpec{Keys: 100, KeyedRate: keyedRate, PlainRate: plainRate})
 	w := e.phases(t, workers, phase, partition, func() {
@@ -321,21 +322,21 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 		// arrives: its late writes must change nothing (the fence) while they run.
 		time.Sleep(time.Second)
 		for _, id := range longIDs {
-			e.release(t, id)
+			e.Release(t, id)
 		}
 	})
 	keyed, plain := load.stop(t)
 	e.logSeries(t, w)
 
 	st, figs := e.finish(t, workers,
-		frKindJobs{Table: mpKindName, Keyed: true, Jobs: frMerge(keyed, long)},
-		frKindJobs{Table: frPlainKind, LedgerKind: frPlainKind, Jobs: plain})
-	e.checkConc(t, nil, 1)
+		frKindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: frMerge(keyed, long)},
+		frKindJobs{Table: faultkit.RedisPlainKind, LedgerKind: faultkit.RedisPlainKind, Jobs: plain})
+	e.CheckConc(t, nil, 1)
 
 	// The long jobs: stopped on w1 within their bound, run again on w2 during the partition, once.
 	var stoppedWithin, rerunAfter time.Duration
 	for i, id := range longIDs {
-		calls := e.starts(t, longBlogs[i])
+		calls := e.Starts(t, longBlogs[i])
 		if len(calls) != 2 || calls[0].Node != "w1" || calls[0].EndedAt == nil || !frLeaseLost(calls[0]) ||
 			calls[1].Node != "w2" || calls[1].Attempt != 2 || calls[1].Outcome == nil || *calls[1].Outcome != "ok" ||
 			calls[1].StartedAt.Before(w.Fault) || !calls[1].StartedAt.Before(w.Heal) {
@@ -348,18 +349,18 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 		if stopped < 0 || stopped > lostWithin {
 			t.Errorf("long job %d: w1's call ended %v after the partition began; want its lease lost within %v", id, stopped, lostWithin)
 		}
-		if row := e.row(t, id); !row.Processed || row.Attempts != 2 {
+		if row := e.Row(t, id); !row.Processed || row.Attempts != 2 {
 			t.Errorf("long job %d: row %+v; want processed on attempt 2", id, row)
 		}
 	}
 
 	// What w1 started while partitioned (after a claim made just before could still start).
 	var w1Keyed, w1Plain int
-	for _, m := range e.ledger(t) {
+	for _, m := range e.Ledger(t) {
 		if m.Node != "w1" || m.StartedAt.Before(w.Fault.Add(frOutageBound)) || !m.StartedAt.Before(w.Heal) {
 			continue
 		}
-		if m.BlogID >= frPlainBase && m.BlogID < frProbeBase {
+		if m.BlogID >= faultkit.RedisPlainBlogBase && m.BlogID < faultkit.ProbeBlogBase {
 			w1Plain++
 		} else {
 			w1Keyed++
@@ -374,7 +375,7 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 	case !c.postgres && w1Plain == 0:
 		t.Errorf("w1 started no plain job while cut off from Redis; want it to keep working the kind that needs no lock")
 	}
-	rk, rp := w.rates(t, e.db, ""), w.rates(t, e.db, frPlainKind)
+	rk, rp := w.rates(t, e.DB, ""), w.rates(t, e.DB, faultkit.RedisPlainKind)
 	// The partition takes w1's share away until its claims' leases run out (held off) or the
 	// execution locks it could not release expire (cut off): a few keys stall for up to a lease, and
 	// w2 catches up with them within the window.
@@ -392,7 +393,7 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 	if st.Failed != 0 || (!c.postgres && (figs[0].Duplicates != 0 || figs[1].Duplicates != 0 || st.Rescued != 0)) {
 		t.Errorf("stats %+v, duplicates %d and %d; want no job failed, and with w1 cut off from Redis no rescue or duplicate", st, figs[0].Duplicates, figs[1].Duplicates)
 	}
-	recovery := frRecovery(t, e.db, "", w.Heal, w.End, 0.9*rk.Before)
+	recovery := frRecovery(t, e.DB, "", w.Heal, w.End, 0.9*rk.Before)
 	if recovery < 0 {
 		t.Errorf("the keyed kind's throughput never came back to 90%% of before (%.1f jobs/s) after the partition", rk.Before)
 	}
@@ -406,7 +407,7 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 	if !c.postgres && st.Retried != int64(len(longIDs)) {
 		t.Errorf("retried %d; want the %d long jobs', each written by w1 itself (it still reaches PostgreSQL)", st.Retried, len(longIDs))
 	}
-	faultFigures(t, c.name, "partition", partition,
+	faultkit.ReportFigures(t, c.name, "partition", partition,
 		"keyed before", rk.Before, "keyed during", rk.During, "keyed after", rk.After,
 		"plain before", rp.Before, "plain during", rp.During, "plain after", rp.After,
 		"recovery (keyed, from the heal)", recovery,

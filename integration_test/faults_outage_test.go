@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/pgproc"
 )
 
@@ -40,11 +41,11 @@ const (
 // outage caused: no job's handler is called twice (the ledger), none is lost, and some outcomes were
 // indeed recorded after their lease had run out (the scenario tested what it means to).
 func TestFault17PostgresOutageLongerThanLease(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const scenario = "17 PostgreSQL down longer than the lease"
 	// Handlers of 20 to 40 ms keep about ten jobs running at any moment, whose outcomes the stop meets.
 	e := newPGFEnv(t, pgfOptions{workers: 1, concurrency: 32, ledgerElsewhere: true, leaseTTL: pgoLeaseTTL,
-		tune: func(s *mpWorkerSettings) { s.SleepMin, s.SleepMax = 20*time.Millisecond, 40*time.Millisecond }})
+		tune: func(s *faultkit.WorkerSettings) { s.SleepMin, s.SleepMax = 20*time.Millisecond, 40*time.Millisecond }})
 	load := e.startLoad(300, 50)
 	time.Sleep(pgfWarmUp)
 	b0, _, base := e.window(t, 4*time.Second)
@@ -69,7 +70,7 @@ func TestFault17PostgresOutageLongerThanLease(t *testing.T) {
 	if late == 0 {
 		t.Errorf("no outcome was recorded after its lease had run out during the outage: the scenario did not test what it means to")
 	}
-	faultFigures(t, scenario, append([]any{
+	faultkit.ReportFigures(t, scenario, append([]any{
 		"lease", pgoLeaseTTL, "down", up.Sub(down),
 		"baseline plain/s", base.plain, "baseline keyed/s", base.keyed,
 		"back to 90% plain", backPlain, "back to 90% keyed", backKeyed,
@@ -87,25 +88,27 @@ func TestFault17PostgresOutageLongerThanLease(t *testing.T) {
 // (with a second more for statements on a loaded machine). The killed worker led the keyed kind's
 // rescue; its leadership ran out during the outage. Nothing else runs twice and nothing is lost.
 func TestFault18WorkerKilledDuringOutage(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const scenario = "18 worker killed during a PostgreSQL outage"
 	ctx := context.Background()
 	blogs := []int64{9001, 9002, 9003}
 	e := newPGFEnv(t, pgfOptions{later: 2, concurrency: 3, ledgerElsewhere: true, leaseTTL: pgoLeaseTTL,
-		tune: func(s *mpWorkerSettings) { s.BlockBlogs, s.BlockUpToAttempt, s.LeaderTTL = blogs, 1, pgoLeaderTTL }})
+		tune: func(s *faultkit.WorkerSettings) {
+			s.BlockBlogs, s.BlockUpToAttempt, s.LeaderTTL = blogs, 1, pgoLeaderTTL
+		}})
 	// The victim works the keyed kind alone, its 3 slots held by the blocked jobs: it has nothing else
 	// to lose, so that everything that runs twice is one of them.
-	victim := e.startWorker(t, "victim", func(s *mpWorkerSettings) { delete(s.Extra, mpEnvPlainKind) })
-	mpWaitReady(t, 60*time.Second, victim)
+	victim := e.startWorker(t, "victim", func(s *faultkit.WorkerSettings) { s.PlainKind = "" })
+	faultkit.WaitReady(t, 60*time.Second, victim)
 	var held []int64
 	for _, b := range blogs {
-		res, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: b})
+		res, err := dispatcher.Enqueue(ctx, e.DB, e.Kind, faultkit.KeyedJob{BlogID: b})
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, res.ID)
 	}
-	mpWaitFor(t, "the victim to hold the blocked jobs", 30*time.Second, func() bool {
+	faultkit.WaitFor(t, "the victim to hold the blocked jobs", 30*time.Second, func() bool {
 		var n int
 		if err := e.ledger.QueryRow(ctx, `SELECT count(*) FROM mp_ledger WHERE job_id = ANY ($1) AND kind IS NULL AND node = $2 AND ended_at IS NULL`,
 			held, victim.Name).Scan(&n); err != nil {
@@ -114,13 +117,13 @@ func TestFault18WorkerKilledDuringOutage(t *testing.T) {
 		return n == len(held)
 	})
 	survivor := e.startWorker(t, "survivor")
-	mpWaitReady(t, 60*time.Second, survivor)
-	e.workers = []*mpWorker{victim, survivor}
+	faultkit.WaitReady(t, 60*time.Second, survivor)
+	e.workers = []*faultkit.Worker{victim, survivor}
 	load := e.startLoad(100, 20)
 	time.Sleep(pgfWarmUp)
 	b0 := time.Now()
 	var leader string
-	if err := e.db.QueryRow(ctx, `SELECT holder FROM jobpipe_leaders WHERE name = $1`, "rescue:"+mpKindName).Scan(&leader); err != nil || leader != victim.Name {
+	if err := e.DB.QueryRow(ctx, `SELECT holder FROM jobpipe_leaders WHERE name = $1`, "rescue:"+faultkit.KeyedKind).Scan(&leader); err != nil || leader != victim.Name {
 		t.Fatalf("the keyed kind's rescue lease is held by %q (%v); want the victim, which started first", leader, err)
 	}
 
@@ -130,18 +133,18 @@ func TestFault18WorkerKilledDuringOutage(t *testing.T) {
 		victim.Kill(t)
 		killedAt = time.Now()
 	})
-	e.workers = []*mpWorker{survivor}
+	e.workers = []*faultkit.Worker{survivor}
 	e.checkAlive(t, "right after the outage")
 	bound := pgoRescueQuiet + 3*pgoRescueInterval
-	mpWaitFor(t, "the killed worker's jobs to be processed", bound+30*time.Second, func() bool {
-		return e.count(t, fmt.Sprintf("id = ANY ('{%d,%d,%d}') AND processed_at IS NOT NULL", held[0], held[1], held[2])) == len(held)
+	faultkit.WaitFor(t, "the killed worker's jobs to be processed", bound+30*time.Second, func() bool {
+		return e.Count(t, fmt.Sprintf("id = ANY ('{%d,%d,%d}') AND processed_at IS NOT NULL", held[0], held[1], held[2])) == len(held)
 	})
 	var pmStart time.Time
-	if err := e.db.QueryRow(ctx, `SELECT pg_postmaster_start_time()`).Scan(&pmStart); err != nil {
+	if err := e.DB.QueryRow(ctx, `SELECT pg_postmaster_start_time()`).Scan(&pmStart); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := e.db.Query(ctx, `SELECT job_id, min(at) FROM fault_audit WHERE kind = $1 AND job_id = ANY ($2)
-		AND old_state = 'running' AND new_state = 'waiting' AND new_token > old_token GROUP BY job_id ORDER BY job_id`, mpKindName, held)
+	rows, err := e.DB.Query(ctx, `SELECT job_id, min(at) FROM fault_audit WHERE kind = $1 AND job_id = ANY ($2)
+		AND old_state = 'running' AND new_state = 'waiting' AND new_token > old_token GROUP BY job_id ORDER BY job_id`, faultkit.KeyedKind, held)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +172,7 @@ func TestFault18WorkerKilledDuringOutage(t *testing.T) {
 			latest, bound, pgoRescueQuiet)
 	}
 	for _, id := range held {
-		if r := e.row(t, id); !r.Processed || r.Attempts != 2 {
+		if r := e.Row(t, id); !r.Processed || r.Attempts != 2 {
 			t.Errorf("the killed worker's job %d: %+v; want processed on attempt 2", id, r)
 		}
 	}
@@ -201,7 +204,7 @@ func TestFault18WorkerKilledDuringOutage(t *testing.T) {
 	twice := pgoCalledTwice(t, e)
 	var wantTwice []string
 	for _, id := range held {
-		wantTwice = append(wantTwice, fmt.Sprintf("%s %d: 2 calls", mpKindName, id))
+		wantTwice = append(wantTwice, fmt.Sprintf("%s %d: 2 calls", faultkit.KeyedKind, id))
 	}
 	if !slices.EqualFunc(twice, wantTwice, strings.HasPrefix) {
 		t.Errorf("jobs whose handlers were called more than once (kind, job, calls, tokens): %v; want the killed worker's alone, twice each: %v", twice, wantTwice)
@@ -209,7 +212,7 @@ func TestFault18WorkerKilledDuringOutage(t *testing.T) {
 	if d := v.plain.Duplicates + v.keyed.Duplicates; d != 0 {
 		t.Errorf("%d jobs ran to ok more than once; want none", d)
 	}
-	faultFigures(t, scenario, append([]any{
+	faultkit.ReportFigures(t, scenario, append([]any{
 		"lease", pgoLeaseTTL, "down", up.Sub(down), "killed into the outage", killedAt.Sub(down),
 		"quiet period", pgoRescueQuiet, "bound", bound, "rescued after the server was back (latest)", latest,
 	}, v.figures()...)...)
@@ -242,8 +245,8 @@ func (e *pgfEnv) outage(t *testing.T, d time.Duration, during func()) (down, up 
 // home (run it after end).
 func pgoCalledTwice(t *testing.T, e *pgfEnv) []string {
 	t.Helper()
-	rows, err := e.db.Query(context.Background(), `SELECT format('%s %s: %s calls, tokens %s', coalesce(kind, $1), job_id, count(*), array_agg(token ORDER BY n))
-		FROM mp_ledger GROUP BY kind, job_id HAVING count(*) > 1 ORDER BY kind, job_id`, mpKindName)
+	rows, err := e.DB.Query(context.Background(), `SELECT format('%s %s: %s calls, tokens %s', coalesce(kind, $1), job_id, count(*), array_agg(token ORDER BY n))
+		FROM mp_ledger GROUP BY kind, job_id HAVING count(*) > 1 ORDER BY kind, job_id`, faultkit.KeyedKind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,11 +264,11 @@ func pgoCalledTwice(t *testing.T, e *pgfEnv) []string {
 func pgoRecordedAfterLease(t *testing.T, e *pgfEnv, down, up time.Time) int {
 	t.Helper()
 	var n int
-	if err := e.db.QueryRow(context.Background(), `SELECT count(*) FROM fault_audit a
+	if err := e.DB.QueryRow(context.Background(), `SELECT count(*) FROM fault_audit a
 		JOIN mp_ledger l ON l.job_id = a.job_id AND l.token = a.old_token AND l.kind IS NOT DISTINCT FROM nullif(a.kind, $1)
 		WHERE a.old_state = 'running' AND a.new_state = 'processed' AND a.at > $2 AND l.outcome = 'ok' AND l.ended_at < $3
 		AND a.at > l.started_at + make_interval(secs => $4)`,
-		mpKindName, down, up, pgoLeaseTTL.Seconds()).Scan(&n); err != nil {
+		faultkit.KeyedKind, down, up, pgoLeaseTTL.Seconds()).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

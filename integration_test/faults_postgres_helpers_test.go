@@ -20,41 +20,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/pgproc"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
-
-// pgfEnvLedgerURL is the connection string of the ledger's pool in a worker (unset: the worker's
-// database URL). A scenario gives the ledger a server of its own when the fault would otherwise
-// take the witness down with the library, or an application_name of its own so that a storm of
-// terminated backends spares it.
-const pgfEnvLedgerURL = "JPW_LEDGER_URL"
-
-func init() {
-	mpWorkerExtras = append(mpWorkerExtras, func(h *mpWorkerHost) error {
-		u := h.Env(pgfEnvLedgerURL)
-		if u == "" {
-			return nil
-		}
-		cfg, err := pgxpool.ParseConfig(u)
-		if err != nil {
-			return fmt.Errorf("%s: %w", pgfEnvLedgerURL, err)
-		}
-		// The worker's own ledger pool has 2 connections, for the shared server; on a private cluster
-		// the witness gets 8, so that its writes (two per handler call) never bound the throughput
-		// measured. The worker's own pool stays unused (and is closed on exit).
-		cfg.MaxConns = 8
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", pgfEnvLedgerURL, err)
-		}
-		// Handle reads h.Ledger at each call; the process exits right after its dispatcher stops,
-		// which closes this pool's connections with it.
-		h.Ledger = pool
-		return nil
-	})
-}
 
 // Names of the PostgreSQL scenarios' plain kind and of their connections on the private cluster.
 const (
@@ -63,20 +33,20 @@ const (
 	pgfLedgerApp  = "jobpipe-fault-ledger" // the workers' ledger pools
 	pgfKeyedBlogs = 40                     // keys of the keyed kind's load: blog ids 1 to 40
 	// pgfPlainBlogBase starts the plain jobs' blog ids (one per job), apart from the keyed kind's, so
-	// that mp_conc counts each plain job alone: checkConc then also shows that no job ran twice at once.
+	// that mp_conc counts each plain job alone: CheckConc then also shows that no job ran twice at once.
 	pgfPlainBlogBase = 1_000_000
 	pgfLeaseTTL      = 6 * time.Second
 	pgfRetryDelay    = 200 * time.Millisecond
 )
 
-// pgfEnv is a PostgreSQL scenario's world: the private cluster, the mpEnv in a schema on it (keyed
+// pgfEnv is a PostgreSQL scenario's world: the private cluster, the World in a schema on it (keyed
 // kind, ledger tables), the plain kind, both audited, and the worker processes.
 type pgfEnv struct {
-	*mpEnv
+	*faultkit.World
 	pg      *pgproc.Cluster
-	plain   *jobinfo.Kind[mpPlainJob]
+	plain   *jobinfo.Kind[faultkit.PlainJob]
 	ledger  *pgxpool.Pool // where the workers write the ledger: e.db, or a schema on a second private cluster
-	workers []*mpWorker
+	workers []*faultkit.Worker
 
 	opts      pgfOptions
 	ledgerURL string // the workers' JPW_LEDGER_URL
@@ -89,8 +59,8 @@ type pgfOptions struct {
 	workers         int
 	later           int // more workers the scenario starts itself (startWorker), reserved with the others
 	concurrency     int
-	leaseTTL        time.Duration           // the workers' LeaseTTL; 0: pgfLeaseTTL
-	tune            func(*mpWorkerSettings) // adjusts every worker's settings; nil: none
+	leaseTTL        time.Duration                  // the workers' LeaseTTL; 0: pgfLeaseTTL
+	tune            func(*faultkit.WorkerSettings) // adjusts every worker's settings; nil: none
 }
 
 // newPGFEnv starts the private cluster, a Redis node, the schema and kinds, and the worker processes
@@ -98,19 +68,19 @@ type pgfOptions struct {
 // ready.
 func newPGFEnv(t *testing.T, o pgfOptions) *pgfEnv {
 	t.Helper()
-	mpReserve(t, o.workers+o.later)
+	faultkit.Reserve(t, o.workers+o.later)
 	pg := testenv.StartPostgres(t, o.settings)
 	nodes := testenv.StartRedisNodes(t, 1)
-	addrs, clients := mpNodeAddrs(nodes)
-	e := &pgfEnv{pg: pg, mpEnv: newMPEnvIn(t, testenv.NewSchemaOn(t, pg.URL), pgfRetryDelay, addrs, clients, "jpf:"), opts: o}
-	e.plain = e.addPlainKind(t, pgfPlainKind, pgfRetryDelay)
-	installAudit(t, e.db, e.schema.Name, mpKindName)
-	installAudit(t, e.db, e.schema.Name, pgfPlainKind)
-	ledgerURL := pgfWithParam(t, e.schema.URL, "application_name", pgfLedgerApp)
-	e.ledger = e.db
+	addrs, clients := faultkit.NodeAddrs(nodes)
+	e := &pgfEnv{pg: pg, World: faultkit.NewWorldIn(t, testenv.NewSchemaOn(t, pg.URL), pgfRetryDelay, addrs, clients, "jpf:"), opts: o}
+	e.plain = e.AddPlainKind(t, pgfPlainKind, pgfRetryDelay)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, pgfPlainKind)
+	ledgerURL := pgfWithParam(t, e.Schema.URL, "application_name", pgfLedgerApp)
+	e.ledger = e.DB
 	if o.ledgerElsewhere {
 		l := testenv.NewSchemaOn(t, testenv.StartPostgres(t, nil).URL)
-		for _, stmt := range []string{mpLedgerDDL, mpReleaseDDL, mpConcDDL} {
+		for _, stmt := range []string{faultkit.LedgerDDL, faultkit.ReleaseDDL, faultkit.ConcDDL} {
 			if _, err := l.Pool.Exec(context.Background(), stmt); err != nil {
 				t.Fatal(err)
 			}
@@ -121,26 +91,26 @@ func newPGFEnv(t *testing.T, o pgfOptions) *pgfEnv {
 	for i := range o.workers {
 		e.workers = append(e.workers, e.startWorker(t, fmt.Sprintf("pgw%d", i)))
 	}
-	mpWaitReady(t, 60*time.Second, e.workers...)
+	faultkit.WaitReady(t, 60*time.Second, e.workers...)
 	return e
 }
 
 // startWorker starts a worker process named node, working both kinds with the scenario's settings
 // and then tune's, without waiting until it is ready.
-func (e *pgfEnv) startWorker(t *testing.T, node string, tune ...func(*mpWorkerSettings)) *mpWorker {
+func (e *pgfEnv) startWorker(t *testing.T, node string, tune ...func(*faultkit.WorkerSettings)) *faultkit.Worker {
 	t.Helper()
-	s := e.worker(node)
-	s.DatabaseURL = pgfWithParam(t, e.schema.URL, "application_name", pgfWorkerApp)
+	s := e.WorkerSettings(node)
+	s.DatabaseURL = pgfWithParam(t, e.Schema.URL, "application_name", pgfWorkerApp)
 	s.SleepMin, s.SleepMax = time.Millisecond, 3*time.Millisecond
 	s.LeaseTTL, s.RescueInterval, s.RetryDelay, s.Concurrency = cmp.Or(e.opts.leaseTTL, pgfLeaseTTL), time.Second, pgfRetryDelay, e.opts.concurrency
-	s.Extra = map[string]string{mpEnvPlainKind: pgfPlainKind, pgfEnvLedgerURL: e.ledgerURL}
+	s.PlainKind, s.LedgerURL = pgfPlainKind, e.ledgerURL
 	if e.opts.tune != nil {
 		e.opts.tune(&s)
 	}
 	for _, f := range tune {
 		f(&s)
 	}
-	return mpStartWorker(t, s)
+	return faultkit.StartWorker(t, s)
 }
 
 // pgfWithParam returns the connection URL u with the query parameter key set to value.
@@ -161,10 +131,8 @@ func pgfWithParam(t *testing.T, u, key, value string) string {
 func (e *pgfEnv) checkAlive(t *testing.T, when string) {
 	t.Helper()
 	for _, w := range e.workers {
-		select {
-		case <-w.done:
-			t.Errorf("%s: worker %s exited (%v)", when, w, w.state)
-		default:
+		if state, exited := w.Exited(); exited {
+			t.Errorf("%s: worker %s exited (%v)", when, w, state)
 		}
 	}
 }
@@ -215,12 +183,12 @@ func (l *pgfLoad) offerPlain(n int) {
 	if n <= 0 {
 		return
 	}
-	jobs := make([]mpPlainJob, n)
+	jobs := make([]faultkit.PlainJob, n)
 	for i := range jobs {
 		seq := int64(l.plainN + i)
-		jobs[i] = mpPlainJob{BlogID: pgfPlainBlogBase + seq, Seq: seq}
+		jobs[i] = faultkit.PlainJob{BlogID: pgfPlainBlogBase + seq, Seq: seq}
 	}
-	ids, ok := pgfEnqueue(l.e.db, l.e.plain, jobs)
+	ids, ok := pgfEnqueue(l.e.DB, l.e.plain, jobs)
 	l.record(ok, func() { l.plainIDs = append(l.plainIDs, ids...); l.plainN += n })
 }
 
@@ -230,12 +198,12 @@ func (l *pgfLoad) offerKeyed(n int) {
 	if n <= 0 {
 		return
 	}
-	jobs := make([]mpJob, n)
+	jobs := make([]faultkit.KeyedJob, n)
 	for i := range jobs {
 		seq := int64(l.keyedN + i)
-		jobs[i] = mpJob{BlogID: 1 + seq%pgfKeyedBlogs, Seq: seq}
+		jobs[i] = faultkit.KeyedJob{BlogID: 1 + seq%pgfKeyedBlogs, Seq: seq}
 	}
-	ids, ok := pgfEnqueue(l.e.db, l.e.kind, jobs)
+	ids, ok := pgfEnqueue(l.e.DB, l.e.Kind, jobs)
 	l.record(ok, func() { l.keyedIDs = append(l.keyedIDs, ids...); l.keyedN += n })
 }
 
@@ -340,9 +308,9 @@ func (e *pgfEnv) drain(t *testing.T, within time.Duration) time.Duration {
 	var open map[string]int
 	for {
 		open = map[string]int{}
-		for _, tbl := range []string{mpKindName, pgfPlainKind} {
+		for _, tbl := range []string{faultkit.KeyedKind, pgfPlainKind} {
 			var waiting, running int
-			if err := e.db.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE lease_expires_at IS NULL),
+			if err := e.DB.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE lease_expires_at IS NULL),
 				count(*) FILTER (WHERE lease_expires_at IS NOT NULL) FROM `+tbl+` WHERE processed_at IS NULL AND failed_at IS NULL`).
 				Scan(&waiting, &running); err != nil {
 				t.Fatal(err)
@@ -372,7 +340,7 @@ type pgfOutcome struct {
 // checkOutcome checks, once everything has drained, that every job of the table is processed (none
 // failed, none of the known ids missing: lost = 0), and explains every duplicate from the audit: a
 // job whose handler ended ok more than once was processed by exactly one of those attempts
-// (checkAudit checks that the processed one held the token and had ended ok), and each other such
+// (CheckAudit checks that the processed one held the token and had ended ok), and each other such
 // attempt left the running state without processing the row, either taken back by the rescuer
 // (token bumped: its lease was lost) or finished as a retry (its handler returned an error after its
 // ledger row said ok). Either way the job ran at least once and was recorded once. ledgerKind is the
@@ -381,7 +349,7 @@ func (e *pgfEnv) checkOutcome(t *testing.T, table, ledgerKind string, known []in
 	t.Helper()
 	ctx := context.Background()
 	o := pgfOutcome{Known: len(known)}
-	if err := e.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE failed_at IS NOT NULL),
+	if err := e.DB.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE failed_at IS NOT NULL),
 		(SELECT count(*) FROM unnest($1::bigint[]) k(id) WHERE NOT EXISTS (SELECT 1 FROM `+table+` t WHERE t.id = k.id AND t.processed_at IS NOT NULL))
 		FROM `+table, known).Scan(&o.Rows, &o.Failed, &o.Lost); err != nil {
 		t.Fatal(err)
@@ -389,7 +357,7 @@ func (e *pgfEnv) checkOutcome(t *testing.T, table, ledgerKind string, known []in
 	if o.Lost != 0 || o.Failed != 0 {
 		t.Errorf("%s: %d of %d known jobs not processed, %d rows failed; want none", table, o.Lost, o.Known, o.Failed)
 	}
-	rows, err := e.db.Query(ctx, `WITH ok AS (SELECT job_id, token FROM mp_ledger WHERE coalesce(kind, '') = $2 AND outcome = 'ok'),
+	rows, err := e.DB.Query(ctx, `WITH ok AS (SELECT job_id, token FROM mp_ledger WHERE coalesce(kind, '') = $2 AND outcome = 'ok'),
 		dup AS (SELECT job_id FROM ok GROUP BY job_id HAVING count(*) > 1)
 		SELECT ok.job_id, ok.token, coalesce((SELECT string_agg(a.new_state || CASE WHEN a.new_token > a.old_token THEN ' rescued' ELSE '' END, ',')
 			FROM fault_audit a WHERE a.kind = $1 AND a.job_id = ok.job_id AND a.old_token = ok.token
@@ -410,8 +378,8 @@ func (e *pgfEnv) checkOutcome(t *testing.T, table, ledgerKind string, known []in
 	for _, c := range calls {
 		byJob[c.Job] = append(byJob[c.Job], c)
 	}
-	report := &mpErrors{t: t, what: table + ": duplicates explained"}
-	defer report.done()
+	report := faultkit.NewFailureLog(t, table+": duplicates explained")
+	defer report.Done()
 	for job, cs := range byJob {
 		o.Duplicates++
 		processed := 0
@@ -434,11 +402,11 @@ func (e *pgfEnv) checkOutcome(t *testing.T, table, ledgerKind string, known []in
 	return o
 }
 
-// checkQuietPlain is checkQuiet for the plain kind's table: nothing leased once every worker stopped.
+// checkQuietPlain is CheckQuiet for the plain kind's table: nothing leased once every worker stopped.
 func (e *pgfEnv) checkQuietPlain(t *testing.T) {
 	t.Helper()
 	var n int
-	if err := e.db.QueryRow(context.Background(), `SELECT count(*) FROM `+pgfPlainKind+
+	if err := e.DB.QueryRow(context.Background(), `SELECT count(*) FROM `+pgfPlainKind+
 		` WHERE lease_expires_at IS NOT NULL OR lease_owner IS NOT NULL`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
@@ -448,10 +416,10 @@ func (e *pgfEnv) checkQuietPlain(t *testing.T) {
 }
 
 // bringLedgerHome copies the ledger and the handlers' concurrency counts from the witness' cluster
-// into the scenario's schema, where the audit is, so that checkAudit and checkConc can read them.
+// into the scenario's schema, where the audit is, so that CheckAudit and CheckConc can read them.
 func (e *pgfEnv) bringLedgerHome(t *testing.T) {
 	t.Helper()
-	if e.ledger == e.db {
+	if e.ledger == e.DB {
 		return
 	}
 	ctx := context.Background()
@@ -468,7 +436,7 @@ func (e *pgfEnv) bringLedgerHome(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.db.CopyFrom(ctx, pgx.Identifier{tbl}, cols, pgx.CopyFromRows(vals)); err != nil {
+		if _, err := e.DB.CopyFrom(ctx, pgx.Identifier{tbl}, cols, pgx.CopyFromRows(vals)); err != nil {
 			t.Fatalf("copying %s: %v", tbl, err)
 		}
 	}
@@ -477,7 +445,7 @@ func (e *pgfEnv) bringLedgerHome(t *testing.T) {
 // workerStats sums the stats the workers reported when they stopped.
 func (e *pgfEnv) workerStats(t *testing.T) dispatcher.Stats {
 	t.Helper()
-	return mpSumStats(t, e.workers)
+	return faultkit.SumStats(t, e.workers)
 }
 
 // logTimeline logs the ok completions of ledgerKind ("" for the keyed kind) per second from from to
@@ -505,7 +473,7 @@ func (e *pgfEnv) logTimeline(t *testing.T, what, ledgerKind string, from, to tim
 // logSessions logs the private cluster's sessions, to explain jobs that do not move.
 func (e *pgfEnv) logSessions(t *testing.T) {
 	t.Helper()
-	rows, err := e.db.Query(context.Background(), `SELECT format('pid %s %s %s wait %s/%s xact %s query %s: %s', pid, application_name, state,
+	rows, err := e.DB.Query(context.Background(), `SELECT format('pid %s %s %s wait %s/%s xact %s query %s: %s', pid, application_name, state,
 		wait_event_type, wait_event, to_char(xact_start, 'HH24:MI:SS.MS'), to_char(query_start, 'HH24:MI:SS.MS'), left(query, 100))
 		FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() ORDER BY pid`)
 	if err != nil {
@@ -528,7 +496,7 @@ type pgfRates struct{ plain, keyed float64 }
 // rates reads the completions per second of both kinds in [from, to) from the ledger.
 func (e *pgfEnv) rates(t *testing.T, from, to time.Time) pgfRates {
 	t.Helper()
-	return pgfRates{plain: ledgerRate(t, e.ledger, pgfPlainKind, from, to), keyed: ledgerRate(t, e.ledger, "", from, to)}
+	return pgfRates{plain: faultkit.LedgerRate(t, e.ledger, pgfPlainKind, from, to), keyed: faultkit.LedgerRate(t, e.ledger, "", from, to)}
 }
 
 // window lets d pass and returns it with both kinds' completions per second in it.
@@ -552,13 +520,13 @@ func (e *pgfEnv) recovery(t *testing.T, up time.Time, ref pgfRates, frac float64
 // pgfVerdict is what the end of a scenario found.
 type pgfVerdict struct {
 	plain, keyed           pgfOutcome
-	auditPlain, auditKeyed faultAuditCheck
+	auditPlain, auditKeyed faultkit.AuditSummary
 	stats                  dispatcher.Stats
 	enqueueFailures        int
 	drained                time.Duration // from the load's end until every job was finished
 }
 
-// figures are the figures every PostgreSQL scenario reports, as faultFigures pairs.
+// figures are the figures every PostgreSQL scenario reports, as ReportFigures pairs.
 func (v pgfVerdict) figures() []any {
 	return []any{
 		"jobs", v.plain.Rows + v.keyed.Rows, "lost", v.plain.Lost + v.keyed.Lost,
@@ -594,25 +562,25 @@ func (e *pgfEnv) end(t *testing.T, load *pgfLoad, from time.Time) pgfVerdict {
 func (e *pgfEnv) verify(t *testing.T, plainIDs, keyedIDs []int64) pgfVerdict {
 	t.Helper()
 	var v pgfVerdict
-	mpTerminate(t, e.workers...)
-	e.checkQuiet(t)
+	faultkit.Terminate(t, e.workers...)
+	e.CheckQuiet(t)
 	e.checkQuietPlain(t)
 	e.bringLedgerHome(t)
 	// The audit's checks join tens of thousands of rows by job and token, and match the ledger's kind
 	// with IS NOT DISTINCT FROM, which no hash join can do: without these indexes (the ledger's is
-	// checkAudit's own) and fresh statistics, the planner's nested loops take minutes.
+	// CheckAudit's own) and fresh statistics, the planner's nested loops take minutes.
 	for _, stmt := range []string{`CREATE INDEX IF NOT EXISTS mp_ledger_job_token ON mp_ledger (job_id, token)`,
 		`CREATE INDEX ON fault_audit (job_id)`,
 		`ANALYZE fault_audit, mp_ledger, mp_conc`} {
-		if _, err := e.db.Exec(context.Background(), stmt); err != nil {
+		if _, err := e.DB.Exec(context.Background(), stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
-	v.auditPlain = checkAudit(t, e.db, pgfPlainKind, pgfPlainKind)
-	v.auditKeyed = checkAudit(t, e.db, mpKindName, "")
+	v.auditPlain = faultkit.CheckAudit(t, e.DB, pgfPlainKind, pgfPlainKind)
+	v.auditKeyed = faultkit.CheckAudit(t, e.DB, faultkit.KeyedKind, "")
 	v.plain = e.checkOutcome(t, pgfPlainKind, pgfPlainKind, plainIDs)
-	v.keyed = e.checkOutcome(t, mpKindName, "", keyedIDs)
-	e.checkConc(t, nil, 1)
+	v.keyed = e.checkOutcome(t, faultkit.KeyedKind, "", keyedIDs)
+	e.CheckConc(t, nil, 1)
 	v.stats = e.workerStats(t)
 	return v
 }
@@ -628,9 +596,9 @@ func (d pgfDead) max(o pgfDead) pgfDead {
 func (e *pgfEnv) deadTuples(t *testing.T) pgfDead {
 	t.Helper()
 	var d pgfDead
-	if err := e.db.QueryRow(context.Background(), `SELECT
+	if err := e.DB.QueryRow(context.Background(), `SELECT
 		coalesce(sum(n_dead_tup) FILTER (WHERE relname = $2), 0), coalesce(sum(n_dead_tup) FILTER (WHERE relname = $3), 0)
-		FROM pg_stat_user_tables WHERE schemaname = $1`, e.schema.Name, pgfPlainKind, mpKindName).Scan(&d.plain, &d.keyed); err != nil {
+		FROM pg_stat_user_tables WHERE schemaname = $1`, e.Schema.Name, pgfPlainKind, faultkit.KeyedKind).Scan(&d.plain, &d.keyed); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -641,10 +609,10 @@ func (e *pgfEnv) deadTuples(t *testing.T) pgfDead {
 func (e *pgfEnv) latencyP99(t *testing.T, from, to time.Time) time.Duration {
 	t.Helper()
 	var secs float64
-	if err := e.db.QueryRow(context.Background(), `SELECT coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY s), 0) FROM (
+	if err := e.DB.QueryRow(context.Background(), `SELECT coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY s), 0) FROM (
 		SELECT extract(epoch FROM processed_at - created_at) s FROM `+pgfPlainKind+` WHERE processed_at >= $1 AND processed_at < $2
 		UNION ALL
-		SELECT extract(epoch FROM processed_at - created_at) FROM `+mpKindName+` WHERE processed_at >= $1 AND processed_at < $2) x`,
+		SELECT extract(epoch FROM processed_at - created_at) FROM `+faultkit.KeyedKind+` WHERE processed_at >= $1 AND processed_at < $2) x`,
 		from, to).Scan(&secs); err != nil {
 		t.Fatal(err)
 	}

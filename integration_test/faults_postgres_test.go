@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/pgproc"
 )
 
@@ -33,15 +34,15 @@ const pgfWarmUp = 4 * time.Second
 // recovery). The workers must ride through both: no process exits, their pools and LISTEN
 // connections recover, throughput is back at >= 90% of its baseline (capped at the offered rate:
 // see pgfLoad.reference) within 10 s of the server accepting connections again, nothing is lost, no row finishes twice and no token goes backwards
-// (checkAudit), and every re-run is explained by the audit.
+// (CheckAudit), and every re-run is explained by the audit.
 //
 // The ledger, the test's witness, lives on a second private cluster that is not restarted. Kept in
 // the restarted database, a ledger write lost with the server (the handler then returns an error
 // and its job is retried: at least once, as it should) leaves an attempt without its ledger row,
-// which checkAudit reports as a finish written by no attempt holding the token, or a handler counted
+// which CheckAudit reports as a finish written by no attempt holding the token, or a handler counted
 // running forever: the witness failing, not the library.
 func TestFault09PostgresRestart(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const scenario = "09 PostgreSQL restart"
 	e := newPGFEnv(t, pgfOptions{workers: 2, concurrency: 16, ledgerElsewhere: true})
 	load := e.startLoad(pgfPlainRate, pgfKeyedRate)
@@ -86,7 +87,7 @@ func TestFault09PostgresRestart(t *testing.T) {
 				r.mode, r.plain, r.keyed)
 		}
 	}
-	faultFigures(t, scenario, append([]any{
+	faultkit.ReportFigures(t, scenario, append([]any{
 		"baseline plain/s", base.plain, "baseline keyed/s", base.keyed,
 		"fast: down", fast.up.Sub(fast.down), "fast: during plain/s", fast.during.plain, "fast: longest stall", fast.stall,
 		"fast: back to 90% plain", fast.plain, "fast: back to 90% keyed", fast.keyed,
@@ -106,7 +107,7 @@ func TestFault09PostgresRestart(t *testing.T) {
 // stand still for a second during the storm (the longest time without a job done). Afterwards
 // no job may stay running: every lease is released or rescued and everything finishes.
 func TestFault10BackendKillStorm(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		scenario = "10 backend kill storm"
 		storm    = 30 * time.Second
@@ -123,7 +124,7 @@ func TestFault10BackendKillStorm(t *testing.T) {
 	tick := time.NewTicker(every)
 	for ; time.Since(s0) < storm; <-tick.C {
 		var n int
-		if err := e.db.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+		if err := e.DB.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
 			FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`, pgfWorkerApp).Scan(&n); err != nil {
 			t.Fatalf("terminating the workers' backends: %v", err)
 		}
@@ -157,7 +158,7 @@ func TestFault10BackendKillStorm(t *testing.T) {
 	if killed < rounds {
 		t.Errorf("%d backends terminated in %d rounds: the storm missed the workers", killed, rounds)
 	}
-	faultFigures(t, scenario, append([]any{
+	faultkit.ReportFigures(t, scenario, append([]any{
 		"storm", s1.Sub(s0), "rounds", rounds, "backends terminated", killed,
 		"baseline plain/s", base.plain, "baseline keyed/s", base.keyed,
 		"during plain/s", during.plain, "during keyed/s", during.keyed,
@@ -180,7 +181,7 @@ func TestFault10BackendKillStorm(t *testing.T) {
 // Autovacuum is on, as in production, with a 5 s naptime instead of 1 min so that it visits the
 // tables several times while they are pinned (and can remove nothing) and promptly after.
 func TestFault12LongTransactionPinsMVCC(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		scenario = "12 long transaction pinning MVCC"
 		pinned   = 40 * time.Second
@@ -212,7 +213,7 @@ func TestFault12LongTransactionPinsMVCC(t *testing.T) {
 	for time.Since(p0) < pinned {
 		time.Sleep(time.Second)
 		peak = peak.max(e.deadTuples(t))
-		if err := e.db.QueryRow(ctx, `SELECT coalesce(max(age(backend_xid)), 0) FROM pg_stat_activity WHERE pid = $1`, pinPid).Scan(&xidAge); err != nil {
+		if err := e.DB.QueryRow(ctx, `SELECT coalesce(max(age(backend_xid)), 0) FROM pg_stat_activity WHERE pid = $1`, pinPid).Scan(&xidAge); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -251,7 +252,7 @@ func TestFault12LongTransactionPinsMVCC(t *testing.T) {
 	if cleaned >= 20*time.Second {
 		t.Errorf("20 s after the transaction ended, autovacuum had not cleaned up (peak %+v)", peak)
 	}
-	faultFigures(t, scenario, append([]any{
+	faultkit.ReportFigures(t, scenario, append([]any{
 		"pinned", p1.Sub(p0), "xids consumed while pinned", xidAge,
 		"clean plain/s", clean.plain, "clean keyed/s", clean.keyed,
 		"pinned plain/s", during.plain, "pinned keyed/s", during.keyed,

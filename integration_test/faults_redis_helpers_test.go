@@ -21,144 +21,37 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobpipe/jobpipe/backoff"
 	"github.com/jobpipe/jobpipe/dispatcher"
 	"github.com/jobpipe/jobpipe/execlock"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// The kinds share the ledger and mp_conc, which know a call by its blog id: each kind's blogs lie in a
-// range of their own, so that a plain job never counts as running beside a keyed job of the same blog.
-const (
-	frPlainBase = 10_000_000 // the plain kind's blog ids start here; the keyed kind's lie below
-	frProbeBase = 30_000_000 // the probe kind's keys start here
-)
-
-// The kinds' names besides the keyed one (mpKindName).
-const (
-	frPlainKind = "fr_plain"
-	frProbeKind = "fr_probe"
-)
-
-// frEnvProbeKind names the probe kind a worker works besides the keyed one (unset: none).
-const frEnvProbeKind = "JPW_FR_PROBE_KIND"
-
-// frProbeEvery is how often a probe job heartbeats.
-const frProbeEvery = 200 * time.Millisecond
-
-// frProbeDDL: fr_heartbeats records each heartbeat of a probe job: when it was sent (the worker's clock,
-// which is the database's: one machine), how long Job.Heartbeat took, and its error. A row in
-// fr_probe_stop ends every probe job.
-const frProbeDDL = `CREATE TABLE fr_heartbeats (
-	n bigserial PRIMARY KEY,
-	job_id bigint NOT NULL,
-	token bigint NOT NULL,
-	pid int NOT NULL,
-	sent_at timestamptz NOT NULL,
-	took_us bigint NOT NULL,
-	err text);
-CREATE TABLE fr_probe_stop (stop bool)`
-
-// frProbeJob is a probe job: one per key, running until fr_probe_stop has a row, heartbeating every
-// frProbeEvery. Its key makes it take an execution lock like any keyed job, so its heartbeats extend
-// a lock on the scenario's nodes.
-type frProbeJob struct {
-	Probe int64 `jobpipe:"probe,key"`
-	Seq   int64 `jobpipe:"seq"`
-}
-
-// frDefineProbeKind defines the probe kind the test and its workers share.
-func frDefineProbeKind() (*jobinfo.Kind[frProbeJob], error) {
-	return jobinfo.Define[frProbeJob](frProbeKind, jobinfo.MaxAttempts(5), jobinfo.Backoff(backoff.Constant(mpDefaultRetryDelay)))
-}
-
-// init gives the worker processes the probe kind, for the scenarios that set frEnvProbeKind.
-func init() {
-	mpWorkerExtras = append(mpWorkerExtras, func(h *mpWorkerHost) error {
-		if h.Env(frEnvProbeKind) == "" {
-			return nil
-		}
-		kind, err := frDefineProbeKind()
-		if err != nil {
-			return err
-		}
-		return dispatcher.Register(h.D, kind, func(jctx context.Context, j *dispatcher.Job[frProbeJob]) error {
-			c := mpCall{Kind: frProbeKind, JobID: j.ID, BlogID: frProbeBase + j.Data.Probe, Seq: j.Data.Seq,
-				Attempt: j.Attempt, Token: j.Token, Slot: j.Slot}
-			return h.HandleWith(jctx, c, func(jctx context.Context, _ mpCall) error { return frProbe(jctx, h, j) })
-		})
-	})
-}
-
-// frProbe heartbeats every frProbeEvery until the probes are stopped or the lease is lost, and records
-// how long each heartbeat took. A heartbeat gets a context of its own with a long deadline, so that what
-// is measured is the dispatcher's own bound on it, not this caller's.
-func frProbe(jctx context.Context, h *mpWorkerHost, j *dispatcher.Job[frProbeJob]) error {
-	tick := time.NewTicker(frProbeEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-jctx.Done():
-			return context.Cause(jctx)
-		case <-tick.C:
-		}
-		var stop bool
-		qctx, cancel := context.WithTimeout(jctx, 5*time.Second)
-		err := h.Ledger.QueryRow(qctx, `SELECT EXISTS (SELECT 1 FROM fr_probe_stop)`).Scan(&stop)
-		cancel()
-		if err == nil && stop {
-			return nil
-		}
-		sent := time.Now()
-		hctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		hbErr := j.Heartbeat(hctx)
-		cancel()
-		took := time.Since(sent)
-		var msg any
-		if hbErr != nil {
-			msg = hbErr.Error()
-		}
-		lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = mpRetry(lctx, func() error {
-			_, err := h.Ledger.Exec(lctx, `INSERT INTO fr_heartbeats (job_id, token, pid, sent_at, took_us, err) VALUES ($1, $2, $3, $4, $5, $6)`,
-				j.ID, j.Token, h.Pid, sent, took.Microseconds(), msg)
-			return err
-		})
-		cancel()
-		if err != nil {
-			h.Logger.Error("worker: recording a probe heartbeat", "id", j.ID, "err", err)
-		}
-		if hbErr != nil {
-			return hbErr
-		}
-	}
-}
-
-// frEnv is a Redis fault scenario's environment: the multi-process test's (mpEnv) on Redis nodes of
+// frEnv is a Redis fault scenario's environment: the multi-process test's (World) on Redis nodes of
 // its own, the plain and probe kinds when asked for, every kind audited, and the claim-order check.
 type frEnv struct {
-	*mpEnv
+	*faultkit.World
 	redis []*testenv.RedisNode
-	plain *jobinfo.Kind[mpPlainJob] // nil unless asked for
-	probe *jobinfo.Kind[frProbeJob] // nil unless asked for
+	plain *jobinfo.Kind[faultkit.PlainJob] // nil unless asked for
+	probe *jobinfo.Kind[faultkit.ProbeJob] // nil unless asked for
 }
 
 // newFREnv starts n Redis nodes for t and gives it a schema with the keyed kind, the plain kind (when
-// plain) and the probe kind (when probe), each audited (installAudit).
+// plain) and the probe kind (when probe), each audited (InstallAudit).
 func newFREnv(t *testing.T, n int, plain, probe bool) *frEnv {
 	t.Helper()
 	nodes := testenv.StartRedisNodes(t, n)
-	addrs, clients := mpNodeAddrs(nodes)
-	e := &frEnv{mpEnv: newMPEnv(t, mpDefaultRetryDelay, addrs, clients, "jpfr:"), redis: nodes}
-	e.installOrderCheck(t)
-	installAudit(t, e.db, e.schema.Name, mpKindName)
+	addrs, clients := faultkit.NodeAddrs(nodes)
+	e := &frEnv{World: faultkit.NewWorld(t, faultkit.DefaultRetryDelay, addrs, clients, "jpfr:"), redis: nodes}
+	e.InstallOrderCheck(t)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
 	if plain {
-		e.plain = e.addPlainKind(t, frPlainKind, mpDefaultRetryDelay)
-		installAudit(t, e.db, e.schema.Name, frPlainKind)
+		e.plain = e.AddPlainKind(t, faultkit.RedisPlainKind, faultkit.DefaultRetryDelay)
+		faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.RedisPlainKind)
 	}
 	if probe {
-		kind, err := frDefineProbeKind()
+		kind, err := faultkit.DefineProbeKind()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,61 +59,60 @@ func newFREnv(t *testing.T, n int, plain, probe bool) *frEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, stmt := range []string{ddl, frProbeDDL} {
-			if _, err := e.db.Exec(context.Background(), stmt); err != nil {
+		for _, stmt := range []string{ddl, faultkit.ProbeDDL} {
+			if _, err := e.DB.Exec(context.Background(), stmt); err != nil {
 				t.Fatal(err)
 			}
 		}
 		e.probe = kind
-		installAudit(t, e.db, e.schema.Name, frProbeKind)
+		faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.ProbeKind)
 	}
 	return e
 }
 
 // worker returns the settings of a worker named node that works every kind of e.
-func (e *frEnv) worker(node string) mpWorkerSettings {
-	s := e.mpEnv.worker(node)
-	s.Extra = map[string]string{}
+func (e *frEnv) WorkerSettings(node string) faultkit.WorkerSettings {
+	s := e.World.WorkerSettings(node)
 	if e.plain != nil {
-		s.Extra[mpEnvPlainKind] = frPlainKind
+		s.PlainKind = faultkit.RedisPlainKind
 	}
 	if e.probe != nil {
-		s.Extra[frEnvProbeKind] = frProbeKind
+		s.Probes = true
 	}
 	return s
 }
 
 // startWorkers starts a worker named after each of names, with the settings set gives it, and waits
 // until each is working.
-func (e *frEnv) startWorkers(t *testing.T, set func(s *mpWorkerSettings), names ...string) []*mpWorker {
+func (e *frEnv) startWorkers(t *testing.T, set func(s *faultkit.WorkerSettings), names ...string) []*faultkit.Worker {
 	t.Helper()
-	var workers []*mpWorker
+	var workers []*faultkit.Worker
 	for _, name := range names {
-		s := e.worker(name)
+		s := e.WorkerSettings(name)
 		set(&s)
-		workers = append(workers, mpStartWorker(t, s))
+		workers = append(workers, faultkit.StartWorker(t, s))
 	}
-	mpWaitReady(t, 60*time.Second, workers...)
+	faultkit.WaitReady(t, 60*time.Second, workers...)
 	return workers
 }
 
 // startProbes enqueues n probe jobs (keys 1 to n) and returns their ids.
-func (e *frEnv) startProbes(t *testing.T, n int) map[int64]mpJob {
+func (e *frEnv) startProbes(t *testing.T, n int) map[int64]faultkit.KeyedJob {
 	t.Helper()
-	jobs := make([]frProbeJob, n)
+	jobs := make([]faultkit.ProbeJob, n)
 	for i := range jobs {
-		jobs[i] = frProbeJob{Probe: int64(i + 1)}
+		jobs[i] = faultkit.ProbeJob{Probe: int64(i + 1)}
 	}
-	res, err := dispatcher.EnqueueMany(context.Background(), e.db, e.probe, jobs)
+	res, err := dispatcher.EnqueueMany(context.Background(), e.DB, e.probe, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[int64]mpJob{}
+	ids := map[int64]faultkit.KeyedJob{}
 	for i, r := range res {
 		if r.Err != nil || r.Duplicate {
 			t.Fatalf("enqueue probe %+v: %+v", jobs[i], r)
 		}
-		ids[r.ID] = mpJob{BlogID: frProbeBase + jobs[i].Probe, Seq: jobs[i].Seq}
+		ids[r.ID] = faultkit.KeyedJob{BlogID: faultkit.ProbeBlogBase + jobs[i].Probe, Seq: jobs[i].Seq}
 	}
 	return ids
 }
@@ -228,7 +120,7 @@ func (e *frEnv) startProbes(t *testing.T, n int) map[int64]mpJob {
 // stopProbes ends every probe job (at its next tick).
 func (e *frEnv) stopProbes(t *testing.T) {
 	t.Helper()
-	if _, err := e.db.Exec(context.Background(), `INSERT INTO fr_probe_stop VALUES (true)`); err != nil {
+	if _, err := e.DB.Exec(context.Background(), `INSERT INTO fr_probe_stop VALUES (true)`); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -260,7 +152,7 @@ func frSummarise(took []time.Duration, failed int) frLatency {
 // heartbeats summarises the probe jobs' heartbeats sent in [from, to).
 func (e *frEnv) heartbeats(t *testing.T, from, to time.Time) frLatency {
 	t.Helper()
-	rows, err := e.db.Query(context.Background(), `SELECT took_us, err IS NOT NULL FROM fr_heartbeats
+	rows, err := e.DB.Query(context.Background(), `SELECT took_us, err IS NOT NULL FROM fr_heartbeats
 		WHERE sent_at >= $1 AND sent_at < $2`, from, to)
 	if err != nil {
 		t.Fatal(err)
@@ -286,8 +178,8 @@ func (e *frEnv) heartbeats(t *testing.T, from, to time.Time) frLatency {
 // lengthen before they cut throughput.
 func (e *frEnv) startLag(t *testing.T, from, to time.Time) frLatency {
 	t.Helper()
-	rows, err := e.db.Query(context.Background(), `SELECT (extract(epoch FROM l.started_at - j.created_at) * 1e6)::bigint
-		FROM mp_ledger l JOIN `+mpKindName+` j ON j.id = l.job_id
+	rows, err := e.DB.Query(context.Background(), `SELECT (extract(epoch FROM l.started_at - j.created_at) * 1e6)::bigint
+		FROM mp_ledger l JOIN `+faultkit.KeyedKind+` j ON j.id = l.job_id
 		WHERE l.kind IS NULL AND l.attempt = 1 AND l.started_at >= $1 AND l.started_at < $2`, from, to)
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +197,7 @@ func (e *frEnv) startLag(t *testing.T, from, to time.Time) frLatency {
 
 // frLockProbe makes lock calls from the test process against a scenario's nodes, with the workers'
 // client settings, TTL and call timeout, and times each: a TryExec, Extend and Release cycle every
-// frLockProbeEvery, on keys under a prefix of its own (which checkQuiet does not look at).
+// frLockProbeEvery, on keys under a prefix of its own (which CheckQuiet does not look at).
 type frLockProbe struct {
 	locker  *execlock.Locker
 	clients []*redis.Client
@@ -422,8 +314,8 @@ type frFeeder struct {
 	keyedRate, plainRate float64
 
 	mu        sync.Mutex
-	keyed     mpEnqueued
-	plainJobs map[int64]mpJob
+	keyed     faultkit.Enqueued
+	plainJobs map[int64]faultkit.KeyedJob
 	seq       map[int64]int64
 	nextPlain int64
 	err       error
@@ -438,8 +330,8 @@ func (e *frEnv) startFeeder(t *testing.T, keys []int64, keyedRate, plainRate flo
 	if plainRate > 0 && e.plain == nil {
 		t.Fatal("startFeeder: a plain rate without the plain kind")
 	}
-	f := &frFeeder{e: e, keys: keys, keyedRate: keyedRate, plainRate: plainRate, keyed: mpEnqueued{},
-		plainJobs: map[int64]mpJob{}, seq: map[int64]int64{}, nextPlain: frPlainBase,
+	f := &frFeeder{e: e, keys: keys, keyedRate: keyedRate, plainRate: plainRate, keyed: faultkit.Enqueued{},
+		plainJobs: map[int64]faultkit.KeyedJob{}, seq: map[int64]int64{}, nextPlain: faultkit.RedisPlainBlogBase,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go f.run()
 	t.Cleanup(func() {
@@ -486,14 +378,14 @@ func (f *frFeeder) feed(k, p int) error {
 	defer cancel()
 	if k > 0 {
 		f.mu.Lock()
-		jobs := make([]mpJob, k)
+		jobs := make([]faultkit.KeyedJob, k)
 		for i := range jobs {
 			b := f.keys[(len(f.keyed)+i)%len(f.keys)]
-			jobs[i] = mpJob{BlogID: b, Seq: f.seq[b]}
+			jobs[i] = faultkit.KeyedJob{BlogID: b, Seq: f.seq[b]}
 			f.seq[b]++
 		}
 		f.mu.Unlock()
-		res, err := dispatcher.EnqueueMany(ctx, f.e.db, f.e.kind, jobs)
+		res, err := dispatcher.EnqueueMany(ctx, f.e.DB, f.e.Kind, jobs)
 		if err != nil {
 			return fmt.Errorf("feeding keyed jobs: %w", err)
 		}
@@ -508,12 +400,12 @@ func (f *frFeeder) feed(k, p int) error {
 		f.mu.Unlock()
 	}
 	if p > 0 {
-		jobs := make([]mpPlainJob, p)
+		jobs := make([]faultkit.PlainJob, p)
 		for i := range jobs {
-			jobs[i] = mpPlainJob{BlogID: f.nextPlain, Seq: f.nextPlain}
+			jobs[i] = faultkit.PlainJob{BlogID: f.nextPlain, Seq: f.nextPlain}
 			f.nextPlain++
 		}
-		res, err := dispatcher.EnqueueMany(ctx, f.e.db, f.e.plain, jobs)
+		res, err := dispatcher.EnqueueMany(ctx, f.e.DB, f.e.plain, jobs)
 		if err != nil {
 			return fmt.Errorf("feeding plain jobs: %w", err)
 		}
@@ -523,14 +415,14 @@ func (f *frFeeder) feed(k, p int) error {
 			if r.Err != nil || r.Duplicate {
 				return fmt.Errorf("feeding %+v: %+v", jobs[i], r)
 			}
-			f.plainJobs[r.ID] = mpJob{BlogID: jobs[i].BlogID, Seq: jobs[i].Seq}
+			f.plainJobs[r.ID] = faultkit.KeyedJob{BlogID: jobs[i].BlogID, Seq: jobs[i].Seq}
 		}
 	}
 	return nil
 }
 
 // Stop stops feeding and fails t if a feed failed. It returns what was fed: keyed and plain jobs by id.
-func (f *frFeeder) Stop(t *testing.T) (keyed, plain map[int64]mpJob) {
+func (f *frFeeder) Stop(t *testing.T) (keyed, plain map[int64]faultkit.KeyedJob) {
 	t.Helper()
 	select {
 	case <-f.stop:
@@ -551,8 +443,8 @@ func (f *frFeeder) Stop(t *testing.T) (keyed, plain map[int64]mpJob) {
 type frLoad struct {
 	e      *frEnv
 	feed   *frFeeder
-	locks  *frLockProbe    // nil unless asked for
-	probes map[int64]mpJob // the probe jobs, by id
+	locks  *frLockProbe                // nil unless asked for
+	probes map[int64]faultkit.KeyedJob // the probe jobs, by id
 }
 
 // frLoadSpec says what load a scenario runs.
@@ -571,7 +463,7 @@ func (e *frEnv) startLoad(t *testing.T, spec frLoadSpec) *frLoad {
 		l.probes = e.startProbes(t, spec.Probes)
 	}
 	if spec.LockProbe {
-		l.locks = startLockProbe(t, e.addrs, frLeaseTTL)
+		l.locks = startLockProbe(t, e.Addrs, frLeaseTTL)
 	}
 	keys := make([]int64, spec.Keys)
 	for i := range keys {
@@ -582,7 +474,7 @@ func (e *frEnv) startLoad(t *testing.T, spec frLoadSpec) *frLoad {
 }
 
 // stop ends the load and returns the keyed and plain jobs fed.
-func (l *frLoad) stop(t *testing.T) (keyed, plain map[int64]mpJob) {
+func (l *frLoad) stop(t *testing.T) (keyed, plain map[int64]faultkit.KeyedJob) {
 	t.Helper()
 	keyed, plain = l.feed.Stop(t)
 	if l.locks != nil {
@@ -598,20 +490,20 @@ func (l *frLoad) stop(t *testing.T) (keyed, plain map[int64]mpJob) {
 // the fault, then fault and during (the fault's own waiting is fault's), a check that no worker exited
 // meanwhile, then heal and phase after it. It returns the phases' windows: Fault is taken just before
 // fault, Heal just before heal.
-func (e *frEnv) phases(t *testing.T, workers []*mpWorker, phase, during time.Duration, fault, heal func()) frWindows {
+func (e *frEnv) phases(t *testing.T, workers []*faultkit.Worker, phase, during time.Duration, fault, heal func()) frWindows {
 	t.Helper()
 	time.Sleep(frWarmUp)
 	var w frWindows
-	w.Start = e.dbNow(t)
+	w.Start = e.Now(t)
 	time.Sleep(phase)
-	w.Fault = e.dbNow(t)
+	w.Fault = e.Now(t)
 	fault()
 	time.Sleep(during)
 	frCheckAlive(t, "the fault", workers...)
-	w.Heal = e.dbNow(t)
+	w.Heal = e.Now(t)
 	heal()
 	time.Sleep(phase)
-	w.End = e.dbNow(t)
+	w.End = e.Now(t)
 	return w
 }
 
@@ -626,8 +518,8 @@ const frOutageBound = 2*frCallTimeout + time.Second
 // start in [since, until), and the first at or after until (zero when none).
 func (e *frEnv) checkNoKeyedStart(t *testing.T, since, until time.Time) (last, firstAfter time.Time) {
 	t.Helper()
-	for _, m := range e.ledger(t) {
-		if m.BlogID >= frPlainBase && m.BlogID < frProbeBase {
+	for _, m := range e.Ledger(t) {
+		if m.BlogID >= faultkit.RedisPlainBlogBase && m.BlogID < faultkit.ProbeBlogBase {
 			continue // the plain kind's
 		}
 		switch {
@@ -655,8 +547,8 @@ type frRates struct{ Before, During, After float64 }
 // rates measures the throughput of ledgerKind's calls ("" for the keyed kind) in each phase.
 func (w frWindows) rates(t *testing.T, db *pgxpool.Pool, ledgerKind string) frRates {
 	t.Helper()
-	return frRates{ledgerRate(t, db, ledgerKind, w.Start, w.Fault), ledgerRate(t, db, ledgerKind, w.Fault, w.Heal),
-		ledgerRate(t, db, ledgerKind, w.Heal, w.End)}
+	return frRates{faultkit.LedgerRate(t, db, ledgerKind, w.Start, w.Fault), faultkit.LedgerRate(t, db, ledgerKind, w.Fault, w.Heal),
+		faultkit.LedgerRate(t, db, ledgerKind, w.Heal, w.End)}
 }
 
 // logSeries logs, for each second of the windows, how many keyed and plain calls ended ok and the
@@ -664,14 +556,14 @@ func (w frWindows) rates(t *testing.T, db *pgxpool.Pool, ledgerKind string) frRa
 // that made it.
 func (e *frEnv) logSeries(t *testing.T, w frWindows) {
 	t.Helper()
-	rows, err := e.db.Query(context.Background(), `WITH s AS (
+	rows, err := e.DB.Query(context.Background(), `WITH s AS (
 		SELECT g AS at FROM generate_series($1::timestamptz, $2::timestamptz, interval '1 second') g)
 	SELECT (extract(epoch FROM s.at - $1::timestamptz))::int,
 		(SELECT count(*) FROM mp_ledger l WHERE l.kind IS NULL AND l.outcome = 'ok' AND l.ended_at >= s.at AND l.ended_at < s.at + interval '1 second'),
 		(SELECT count(*) FROM mp_ledger l WHERE l.kind = $3 AND l.outcome = 'ok' AND l.ended_at >= s.at AND l.ended_at < s.at + interval '1 second'),
-		(SELECT coalesce(max(l.started_at - j.created_at), '0') FROM mp_ledger l JOIN `+mpKindName+` j ON j.id = l.job_id
+		(SELECT coalesce(max(l.started_at - j.created_at), '0') FROM mp_ledger l JOIN `+faultkit.KeyedKind+` j ON j.id = l.job_id
 			WHERE l.kind IS NULL AND l.attempt = 1 AND l.started_at >= s.at AND l.started_at < s.at + interval '1 second')
-	FROM s ORDER BY s.at`, w.Start, w.End, frPlainKind)
+	FROM s ORDER BY s.at`, w.Start, w.End, faultkit.RedisPlainKind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,19 +609,17 @@ func frRecovery(t *testing.T, db *pgxpool.Pool, ledgerKind string, from, to time
 }
 
 // frCheckAlive fails t for every worker that has exited: none may, during a fault.
-func frCheckAlive(t *testing.T, during string, workers ...*mpWorker) {
+func frCheckAlive(t *testing.T, during string, workers ...*faultkit.Worker) {
 	t.Helper()
 	for _, w := range workers {
-		select {
-		case <-w.done:
-			t.Errorf("worker %s exited during %s: %v", w.Name, during, w.state)
-		default:
+		if state, exited := w.Exited(); exited {
+			t.Errorf("worker %s exited during %s: %v", w.Name, during, state)
 		}
 	}
 }
 
 // frSignal stops (SIGSTOP) or continues (SIGCONT) a worker process.
-func frSignal(t *testing.T, w *mpWorker, sig syscall.Signal) {
+func frSignal(t *testing.T, w *faultkit.Worker, sig syscall.Signal) {
 	t.Helper()
 	if err := syscall.Kill(w.Pid, sig); err != nil {
 		t.Fatalf("%v to worker %s: %v", sig, w.Name, err)
@@ -737,16 +627,16 @@ func frSignal(t *testing.T, w *mpWorker, sig syscall.Signal) {
 }
 
 // frLeaseLost tells whether a call ended because its lease was lost.
-func frLeaseLost(m mpEntry) bool {
+func frLeaseLost(m faultkit.Call) bool {
 	return m.Outcome != nil && strings.HasPrefix(*m.Outcome, dispatcher.ErrLeaseLost.Error())
 }
 
 // frKindJobs is what a scenario enqueued of one kind, for frCheckJobs.
 type frKindJobs struct {
-	Table      string          // the kind's table
-	LedgerKind string          // its calls' kind in the ledger, "" for the keyed kind
-	Keyed      bool            // a blog's jobs must run one at a time, in seq order
-	Jobs       map[int64]mpJob // by id: blog and seq as enqueued (the ledger's blog for other kinds)
+	Table      string                      // the kind's table
+	LedgerKind string                      // its calls' kind in the ledger, "" for the keyed kind
+	Keyed      bool                        // a blog's jobs must run one at a time, in seq order
+	Jobs       map[int64]faultkit.KeyedJob // by id: blog and seq as enqueued (the ledger's blog for other kinds)
 }
 
 // frJobFigures is what frCheckJobs counted.
@@ -777,7 +667,7 @@ func (e *frEnv) frCheckJobs(t *testing.T, k frKindJobs) frJobFigures {
 		processed, failed bool
 		token             int64
 	}
-	rows, err := e.db.Query(ctx, `SELECT id, processed_at IS NOT NULL, failed_at IS NOT NULL, lock_token FROM `+pgx.Identifier{k.Table}.Sanitize())
+	rows, err := e.DB.Query(ctx, `SELECT id, processed_at IS NOT NULL, failed_at IS NOT NULL, lock_token FROM `+pgx.Identifier{k.Table}.Sanitize())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -792,7 +682,7 @@ func (e *frEnv) frCheckJobs(t *testing.T, k frKindJobs) frJobFigures {
 	}
 	type jobToken struct{ job, token int64 }
 	rescued := map[jobToken]time.Time{}
-	rows, err = e.db.Query(ctx, `SELECT job_id, old_token, at FROM fault_audit
+	rows, err = e.DB.Query(ctx, `SELECT job_id, old_token, at FROM fault_audit
 		WHERE kind = $1 AND old_state = 'running' AND new_state <> 'running' AND new_token > old_token`, k.Table)
 	if err != nil {
 		t.Fatal(err)
@@ -806,23 +696,23 @@ func (e *frEnv) frCheckJobs(t *testing.T, k frKindJobs) frJobFigures {
 		t.Fatal(err)
 	}
 
-	report := &mpErrors{t: t, what: k.Table}
-	defer report.done()
-	var calls []mpEntry
-	lo, hi := int64(0), int64(frPlainBase)
+	report := faultkit.NewFailureLog(t, k.Table)
+	defer report.Done()
+	var calls []faultkit.Call
+	lo, hi := int64(0), int64(faultkit.RedisPlainBlogBase)
 	switch k.LedgerKind {
-	case frPlainKind:
-		lo, hi = frPlainBase, frProbeBase
-	case frProbeKind:
-		lo, hi = frProbeBase, 1<<62
+	case faultkit.RedisPlainKind:
+		lo, hi = faultkit.RedisPlainBlogBase, faultkit.ProbeBlogBase
+	case faultkit.ProbeKind:
+		lo, hi = faultkit.ProbeBlogBase, 1<<62
 	}
-	for _, m := range e.ledger(t) {
+	for _, m := range e.Ledger(t) {
 		if m.BlogID >= lo && m.BlogID < hi {
 			calls = append(calls, m)
 		}
 	}
 	fig.Calls = len(calls)
-	ok := map[int64][]mpEntry{}
+	ok := map[int64][]faultkit.Call{}
 	for _, m := range calls {
 		want, known := k.Jobs[m.JobID]
 		switch {
@@ -857,13 +747,13 @@ func (e *frEnv) frCheckJobs(t *testing.T, k frKindJobs) frJobFigures {
 	if !k.Keyed {
 		return fig
 	}
-	byBlog := map[int64][]mpEntry{}
+	byBlog := map[int64][]faultkit.Call{}
 	for _, m := range calls {
 		byBlog[m.BlogID] = append(byBlog[m.BlogID], m)
 	}
 	for blog, ms := range byBlog {
 		sort.SliceStable(ms, func(i, j int) bool { return ms[i].StartedAt.Before(ms[j].StartedAt) })
-		var holder *mpEntry // the latest call not known stale
+		var holder *faultkit.Call // the latest call not known stale
 		for i := range ms {
 			m := &ms[i]
 			if i > 0 && m.Seq < ms[i-1].Seq {
@@ -891,7 +781,7 @@ func (e *frEnv) frCheckJobs(t *testing.T, k frKindJobs) frJobFigures {
 
 // waitProcessed waits until every job of ids is processed in table. After within it fails t with the
 // states of the jobs still not processed.
-func (e *frEnv) waitProcessed(t *testing.T, table string, ids map[int64]mpJob, within time.Duration) {
+func (e *frEnv) waitProcessed(t *testing.T, table string, ids map[int64]faultkit.KeyedJob, within time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	list := make([]int64, 0, len(ids))
@@ -902,14 +792,14 @@ func (e *frEnv) waitProcessed(t *testing.T, table string, ids map[int64]mpJob, w
 	deadline := time.Now().Add(within)
 	for {
 		var n int
-		if err := e.db.QueryRow(ctx, `SELECT count(*) FROM `+tbl+` WHERE id = ANY ($1) AND processed_at IS NOT NULL`, list).Scan(&n); err != nil {
+		if err := e.DB.QueryRow(ctx, `SELECT count(*) FROM `+tbl+` WHERE id = ANY ($1) AND processed_at IS NOT NULL`, list).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == len(list) {
 			return
 		}
 		if time.Now().After(deadline) {
-			rows, err := e.db.Query(ctx, `SELECT format('job %s: attempts %s, token %s, due %s, lease %s by %s, failed %s, last error %s',
+			rows, err := e.DB.Query(ctx, `SELECT format('job %s: attempts %s, token %s, due %s, lease %s by %s, failed %s, last error %s',
 				id, attempts_made, lock_token, process_after, lease_expires_at, lease_owner, failed_at, last_error)
 				FROM `+tbl+` WHERE id = ANY ($1) AND processed_at IS NULL ORDER BY id LIMIT 5`, list)
 			if err != nil {
@@ -919,15 +809,15 @@ func (e *frEnv) waitProcessed(t *testing.T, table string, ids map[int64]mpJob, w
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Fatalf("after %v, %d of the %d jobs of %s are not processed; the first: %v (now %v)", within, len(list)-n, len(list), table, some, e.dbNow(t))
+			t.Fatalf("after %v, %d of the %d jobs of %s are not processed; the first: %v (now %v)", within, len(list)-n, len(list), table, some, e.Now(t))
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
 }
 
 // frMerge returns the union of job sets.
-func frMerge(sets ...map[int64]mpJob) map[int64]mpJob {
-	out := map[int64]mpJob{}
+func frMerge(sets ...map[int64]faultkit.KeyedJob) map[int64]faultkit.KeyedJob {
+	out := map[int64]faultkit.KeyedJob{}
 	for _, s := range sets {
 		for id, j := range s {
 			out[id] = j
@@ -938,24 +828,24 @@ func frMerge(sets ...map[int64]mpJob) map[int64]mpJob {
 
 // finish ends a scenario once its fault has healed: it waits until every job of kinds is processed,
 // stops the workers with SIGTERM (each must exit 0 within 10 s), checks that they left nothing leased or
-// locked (checkQuiet), then runs frCheckJobs and checkAudit (each job completed exactly once) on each
-// kind, and the keyed kind's claim order (checkOrder). It returns
+// locked (CheckQuiet), then runs frCheckJobs and CheckAudit (each job completed exactly once) on each
+// kind, and the keyed kind's claim order (CheckOrder). It returns
 // the workers' summed stats and each kind's figures, in the order of kinds.
-func (e *frEnv) finish(t *testing.T, workers []*mpWorker, kinds ...frKindJobs) (dispatcher.Stats, []frJobFigures) {
+func (e *frEnv) finish(t *testing.T, workers []*faultkit.Worker, kinds ...frKindJobs) (dispatcher.Stats, []frJobFigures) {
 	t.Helper()
 	for _, k := range kinds {
 		e.waitProcessed(t, k.Table, k.Jobs, 60*time.Second)
 	}
 	frCheckAlive(t, "the scenario", workers...)
-	mpTerminate(t, workers...)
-	e.checkQuiet(t)
+	faultkit.Terminate(t, workers...)
+	e.CheckQuiet(t)
 	var figs []frJobFigures
 	for _, k := range kinds {
 		figs = append(figs, e.frCheckJobs(t, k))
-		if a := checkAudit(t, e.db, k.Table, k.LedgerKind); a.Completions != len(k.Jobs) {
+		if a := faultkit.CheckAudit(t, e.DB, k.Table, k.LedgerKind); a.Completions != len(k.Jobs) {
 			t.Errorf("%s: %d completions audited for %d jobs, want one each", k.Table, a.Completions, len(k.Jobs))
 		}
 	}
-	e.checkOrder(t)
-	return mpSumStats(t, workers), figs
+	e.CheckOrder(t)
+	return faultkit.SumStats(t, workers), figs
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 )
 
@@ -34,7 +35,7 @@ const (
 )
 
 // frSettings are the workers' settings in scenarios 2 to 5: short jobs (1 to 3 ms) and frLeaseTTL.
-func frSettings(s *mpWorkerSettings) {
+func frSettings(s *faultkit.WorkerSettings) {
 	s.SleepMin, s.SleepMax = time.Millisecond, 3*time.Millisecond
 	s.LeaseTTL = frLeaseTTL
 	s.PollInterval = 500 * time.Millisecond
@@ -49,7 +50,7 @@ func frSettings(s *mpWorkerSettings) {
 // order, each once, on its first attempt; the contenders taking turns; throughput under contention not
 // collapsing.
 func TestFault01OneKeyContention(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		blog                   = 1
 		before, during, after  = 150, 300, 150
@@ -62,9 +63,9 @@ func TestFault01OneKeyContention(t *testing.T) {
 		// suites stretches: the bound leaves room for that, and still catches a herd.
 		minShare = 0.25
 	)
-	mpReserve(t, contenders)
+	faultkit.Reserve(t, contenders)
 	e := newFREnv(t, 3, false, false)
-	set := func(s *mpWorkerSettings) {
+	set := func(s *faultkit.WorkerSettings) {
 		s.SleepMin, s.SleepMax = time.Millisecond, 3*time.Millisecond
 		s.Concurrency = perProcess
 		// Key runs of 10 jobs, so that the key changes hands often enough to be contended for: a run
@@ -74,23 +75,23 @@ func TestFault01OneKeyContention(t *testing.T) {
 		s.PollInterval = 500 * time.Millisecond
 	}
 	workers := e.startWorkers(t, set, "w1")
-	enqueued := mpEnqueued{}
+	enqueued := faultkit.Enqueued{}
 	// run enqueues n jobs of the key, calls meanwhile (if any), waits until every job is processed, and
 	// returns the throughput from the enqueue until then, and that window.
 	run := func(firstSeq, n int, meanwhile func()) (float64, time.Time, time.Time) {
-		from := e.dbNow(t)
-		e.enqueue(t, enqueued, []int64{blog}, firstSeq, n)
+		from := e.Now(t)
+		e.Enqueue(t, enqueued, []int64{blog}, firstSeq, n)
 		if meanwhile != nil {
 			meanwhile()
 		}
-		mpWaitFor(t, "every job processed", 90*time.Second, func() bool {
-			if n := e.count(t, "failed_at IS NOT NULL"); n > 0 {
+		faultkit.WaitFor(t, "every job processed", 90*time.Second, func() bool {
+			if n := e.Count(t, "failed_at IS NOT NULL"); n > 0 {
 				t.Fatalf("%d jobs failed", n)
 			}
-			return e.count(t, "processed_at IS NOT NULL") == len(enqueued)
+			return e.Count(t, "processed_at IS NOT NULL") == len(enqueued)
 		})
-		to := e.dbNow(t)
-		return ledgerRate(t, e.db, "", from, to), from, to
+		to := e.Now(t)
+		return faultkit.LedgerRate(t, e.DB, "", from, to), from, to
 	}
 	rBefore, _, _ := run(0, before, nil)
 
@@ -100,22 +101,22 @@ func TestFault01OneKeyContention(t *testing.T) {
 	var left time.Time
 	var took []time.Duration
 	rAfter, _, _ := run(before+during, after, func() {
-		mpWaitFor(t, "the last batch under way", 30*time.Second, func() bool {
-			return e.count(t, "processed_at IS NOT NULL") >= before+during+after/5
+		faultkit.WaitFor(t, "the last batch under way", 30*time.Second, func() bool {
+			return e.Count(t, "processed_at IS NOT NULL") >= before+during+after/5
 		})
-		left = e.dbNow(t)
-		took = mpTerminate(t, workers[1:]...)
+		left = e.Now(t)
+		took = faultkit.Terminate(t, workers[1:]...)
 	})
 	frCheckAlive(t, "the contention", workers[0])
 	total := before + during + after
 
-	e.checkDoneOnce(t, enqueued, nil, 1)
-	fig := e.frCheckJobs(t, frKindJobs{Table: mpKindName, Keyed: true, Jobs: enqueued})
-	conc := e.checkConc(t, nil, 1)
+	e.CheckDoneOnce(t, enqueued, nil, 1)
+	fig := e.frCheckJobs(t, frKindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: enqueued})
+	conc := e.CheckConc(t, nil, 1)
 	if conc[blog] != 1 {
 		t.Errorf("blog %d: at most %d handlers at once, want exactly 1", blog, conc[blog])
 	}
-	starts := e.starts(t, blog)
+	starts := e.Starts(t, blog)
 	byProcess := map[string]int{}
 	var handoffs []time.Duration
 	var longestAfterLeaving time.Duration
@@ -144,17 +145,17 @@ func TestFault01OneKeyContention(t *testing.T) {
 		t.Errorf("throughput under contention %.1f jobs/s, below %.0f%% of one process's %.1f", rDuring, 100*minShare, rBefore)
 	}
 
-	mpTerminate(t, workers[0])
-	e.checkQuiet(t)
-	sum := mpSumStats(t, workers)
-	mpCheckCleanStats(t, sum, total)
+	faultkit.Terminate(t, workers[0])
+	e.CheckQuiet(t)
+	sum := faultkit.SumStats(t, workers)
+	faultkit.CheckCleanStats(t, sum, total)
 	// No herd in Redis either: a key whose job runs is left alone in the table, so its lock is tried
 	// about once per job, by the one dispatcher that locked the key's next row.
 	if sum.Locks.Taken > uint64(total)/20 {
 		t.Errorf("%d lock attempts found the key's lock taken, for %d jobs: the contenders hammered Redis", sum.Locks.Taken, total)
 	}
-	e.checkOrder(t)
-	if a := checkAudit(t, e.db, mpKindName, ""); a.Completions != total || a.Rescues != 0 {
+	e.CheckOrder(t)
+	if a := faultkit.CheckAudit(t, e.DB, faultkit.KeyedKind, ""); a.Completions != total || a.Rescues != 0 {
 		t.Errorf("audit: %+v; want %d completions and no rescue", a, total)
 	}
 	sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
@@ -162,7 +163,7 @@ func TestFault01OneKeyContention(t *testing.T) {
 	if n := len(handoffs); n > 0 {
 		p50, p99 = handoffs[n/2], handoffs[min(n-1, n*99/100)]
 	}
-	faultFigures(t, "01 one key, 200 workers",
+	faultkit.ReportFigures(t, "01 one key, 200 workers",
 		"before (1 process)", rBefore, "during (4 processes)", rDuring, "after (3 left)", rAfter,
 		"recovery (longest hand-off after 3 left)", longestAfterLeaving, "duplicates", fig.Duplicates, "lost", fig.Lost,
 		"max running", conc[blog], "hand-off p50", p50, "hand-off p99", p99, "jobs per process under contention", fmt.Sprint(byProcess),
@@ -175,7 +176,7 @@ func TestFault01OneKeyContention(t *testing.T) {
 // stay bounded (none fails, none lasts longer than the call timeout), no lease is lost, and every job
 // runs exactly once, one per key at a time, in order.
 func TestFault02RedisMinorityDown(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	frNodeFault(t, frNodeCase{name: "02 redis minority down (1 of 3 killed, back empty)", nodes: 3, during: 8 * time.Second,
 		fault: func(t *testing.T, n *testenv.RedisNode) { n.Kill() },
 		heal:  func(t *testing.T, n *testenv.RedisNode) { n.Restart(t) }})
@@ -188,28 +189,28 @@ func TestFault02RedisMinorityDown(t *testing.T) {
 // their contexts are cancelled) and are not recorded as done, the plain kind keeps the offered rate
 // (frKeepUp), and no process exits. After: everything resumes and every job finishes, once.
 func TestFault03RedisMajorityDown(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		phase, outage = 8 * time.Second, 10 * time.Second
 	)
-	mpReserve(t, 2)
+	faultkit.Reserve(t, 2)
 	e := newFREnv(t, 3, true, false)
-	long := mpEnqueued{}
+	long := faultkit.Enqueued{}
 	longBlogs := []int64{901, 902, 903, 904}
-	longIDs := e.enqueue(t, long, longBlogs, 0, 1)
-	workers := e.startWorkers(t, func(s *mpWorkerSettings) {
+	longIDs := e.Enqueue(t, long, longBlogs, 0, 1)
+	workers := e.startWorkers(t, func(s *faultkit.WorkerSettings) {
 		frSettings(s)
 		// Until the lease is lost; the retry is short. By blog, not id: the plain kind's ids are the same numbers.
 		s.BlockBlogs, s.BlockUpToAttempt = longBlogs, 1
 	}, "w1", "w2")
-	mpWaitFor(t, "the long jobs running", 30*time.Second, func() bool { return len(e.ledger(t)) == len(longIDs) })
+	faultkit.WaitFor(t, "the long jobs running", 30*time.Second, func() bool { return len(e.Ledger(t)) == len(longIDs) })
 	// 100 jobs/s in all: after the outage the workers also catch up with its keyed backlog (400 jobs).
 	load := e.startLoad(t, frLoadSpec{Keys: 100, KeyedRate: 40, PlainRate: 60, LockProbe: true})
 	var killed time.Time
 	w := e.phases(t, workers, phase, outage, func() {
 		e.redis[1].Kill()
 		e.redis[2].Kill()
-		killed = e.dbNow(t)
+		killed = e.Now(t)
 	}, func() {
 		e.redis[1].Restart(t)
 		e.redis[2].Restart(t)
@@ -218,14 +219,14 @@ func TestFault03RedisMajorityDown(t *testing.T) {
 	e.logSeries(t, w)
 
 	st, figs := e.finish(t, workers,
-		frKindJobs{Table: mpKindName, Keyed: true, Jobs: frMerge(keyed, long)},
-		frKindJobs{Table: frPlainKind, LedgerKind: frPlainKind, Jobs: plain})
-	e.checkConc(t, nil, 1)
+		frKindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: frMerge(keyed, long)},
+		frKindJobs{Table: faultkit.RedisPlainKind, LedgerKind: faultkit.RedisPlainKind, Jobs: plain})
+	e.CheckConc(t, nil, 1)
 	lastStart, firstAfter := e.checkNoKeyedStart(t, w.Fault, w.Heal)
 	// The long jobs: stopped within their lease, not done, retried once after the outage.
 	var stoppedWithin time.Duration
 	for i, id := range longIDs {
-		calls := e.starts(t, longBlogs[i]) // by blog: the plain kind's ids are the same numbers
+		calls := e.Starts(t, longBlogs[i]) // by blog: the plain kind's ids are the same numbers
 		if len(calls) != 2 || calls[0].EndedAt == nil || calls[0].Outcome == nil || calls[1].Outcome == nil ||
 			calls[1].Attempt != 2 || *calls[1].Outcome != "ok" || calls[1].StartedAt.Before(w.Heal) {
 			t.Errorf("long job %d: calls %v; want one ended by its lost lease during the outage, then one ok after it", id, calls)
@@ -233,7 +234,7 @@ func TestFault03RedisMajorityDown(t *testing.T) {
 		}
 		// The lost attempt was written as a retry, not as done: the row needed a second attempt, and
 		// keeps the first one's reason.
-		if row := e.row(t, id); !row.Processed || row.Attempts != 2 || row.LastError == nil ||
+		if row := e.Row(t, id); !row.Processed || row.Attempts != 2 || row.LastError == nil ||
 			!strings.HasPrefix(*row.LastError, dispatcher.ErrLeaseLost.Error()) {
 			t.Errorf("long job %d: row %+v; want processed on attempt 2, the lost lease as its last error", id, row)
 		}
@@ -249,7 +250,7 @@ func TestFault03RedisMajorityDown(t *testing.T) {
 	if st.Rescued != 0 || st.Failed != 0 || st.StaleFinishes != 0 || figs[0].Duplicates != 0 || figs[1].Duplicates != 0 {
 		t.Errorf("workers' stats %+v, duplicates %d and %d; want no rescue, failure, stale finish or duplicate", st, figs[0].Duplicates, figs[1].Duplicates)
 	}
-	rk, rp := w.rates(t, e.db, ""), w.rates(t, e.db, frPlainKind)
+	rk, rp := w.rates(t, e.DB, ""), w.rates(t, e.DB, faultkit.RedisPlainKind)
 	if rp.During == 0 || rp.During < frKeepUp*rp.Before || rp.After < frKeepUp*rp.Before {
 		t.Errorf("plain throughput before/during/after %.1f/%.1f/%.1f jobs/s: want at least %.0f%% of before while Redis is down",
 			rp.Before, rp.During, rp.After, 100*frKeepUp)
@@ -259,11 +260,11 @@ func TestFault03RedisMajorityDown(t *testing.T) {
 	}
 	locks := load.locks.between(killed, w.Heal)
 	frCheckBounded(t, "lock calls with the majority down", locks, frCallTimeout+250*time.Millisecond, false)
-	recovery := frRecovery(t, e.db, "", w.Heal, w.End, 0.9*rk.Before)
+	recovery := frRecovery(t, e.DB, "", w.Heal, w.End, 0.9*rk.Before)
 	if recovery < 0 {
 		t.Errorf("the keyed kind's throughput never came back to 90%% of before (%.1f jobs/s) after the outage", rk.Before)
 	}
-	faultFigures(t, "03 redis majority down (2 of 3 killed, back empty)", "outage", outage,
+	faultkit.ReportFigures(t, "03 redis majority down (2 of 3 killed, back empty)", "outage", outage,
 		"keyed before", rk.Before, "keyed during", rk.During, "keyed after", rk.After,
 		"plain before", rp.Before, "plain during", rp.During, "plain after", rp.After,
 		"recovery (keyed, from the restore)", recovery, "duplicates", figs[0].Duplicates+figs[1].Duplicates, "lost", figs[0].Lost+figs[1].Lost,
@@ -281,7 +282,7 @@ func TestFault03RedisMajorityDown(t *testing.T) {
 // timeouts (the janitor deletes what the stalled node applied late), every job finishes, once, and no
 // lock key is left at the end.
 func TestFault04RedisNodeStalled(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	stall := func(t *testing.T, n *testenv.RedisNode) { n.Pause() }
 	resume := func(t *testing.T, n *testenv.RedisNode) { n.Resume() }
 	t.Run("one of three", func(t *testing.T) {
@@ -317,7 +318,7 @@ func frNodeFault(t *testing.T, c frNodeCase) {
 		lockBound = frCallTimeout + 250*time.Millisecond
 		beatBound = frCallTimeout + 500*time.Millisecond
 	)
-	mpReserve(t, 2)
+	faultkit.Reserve(t, 2)
 	e := newFREnv(t, c.nodes, false, true)
 	workers := e.startWorkers(t, frSettings, "w1", "w2")
 	load := e.startLoad(t, frLoadSpec{Keys: 100, KeyedRate: keyedRate, Probes: probes, LockProbe: true})
@@ -326,11 +327,11 @@ func frNodeFault(t *testing.T, c frNodeCase) {
 	e.logSeries(t, w)
 
 	st, figs := e.finish(t, workers,
-		frKindJobs{Table: mpKindName, Keyed: true, Jobs: keyed},
-		frKindJobs{Table: frProbeKind, LedgerKind: frProbeKind, Keyed: true, Jobs: load.probes})
-	e.checkConc(t, nil, 1)
+		frKindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: keyed},
+		frKindJobs{Table: faultkit.ProbeKind, LedgerKind: faultkit.ProbeKind, Keyed: true, Jobs: load.probes})
+	e.CheckConc(t, nil, 1)
 	quorum := c.nodes > 1
-	r := w.rates(t, e.db, "")
+	r := w.rates(t, e.DB, "")
 	// Calls that started up to a call timeout before the fault end in it: they count as during. After
 	// the heal, calls may fail until the janitor has swept once (every call timeout).
 	windows := [3][2]time.Time{{w.Start, w.Fault.Add(-frCallTimeout)}, {w.Fault.Add(-frCallTimeout), w.Heal}, {w.Heal.Add(2 * frCallTimeout), w.End}}
@@ -364,7 +365,7 @@ func frNodeFault(t *testing.T, c frNodeCase) {
 	if r.After < frKeepUp*r.Before {
 		t.Errorf("keyed throughput after the fault %.1f jobs/s, want at least %.0f%% of before (%.1f)", r.After, 100*frKeepUp, r.Before)
 	}
-	recovery := frRecovery(t, e.db, "", w.Heal, w.End, 0.9*r.Before)
+	recovery := frRecovery(t, e.DB, "", w.Heal, w.End, 0.9*r.Before)
 	if recovery < 0 {
 		t.Errorf("the keyed kind's throughput never came back to 90%% of before (%.1f jobs/s) after the fault", r.Before)
 	}
@@ -378,7 +379,7 @@ func frNodeFault(t *testing.T, c frNodeCase) {
 			"first keyed start after the heal", frSince(firstAfter, w.Heal))
 	}
 	figures = append(figures, "leases lost", st.LeasesLost, "claims released", st.Released, "lock attempts unavailable", st.Locks.Unavailable)
-	faultFigures(t, c.name, figures...)
+	faultkit.ReportFigures(t, c.name, figures...)
 }
 
 // frP99s shows the p99s of ls, "/"-separated.
@@ -432,27 +433,27 @@ func frSince(at, from time.Time) any {
 }
 
 // Scenario 5: a job holds its key's execution lock in worker wa when two of the three Redis nodes
-// restart empty: Redis forgets the lock, and a second holder takes it (checkFenceAfterRedisLoss). wa
+// restart empty: Redis forgets the lock, and a second holder takes it (CheckFenceAfterRedisLoss). wa
 // is stopped (SIGSTOP) just before, like a process in a long pause, so that it cannot notice; wb works
 // a steady feed on other keys meanwhile. The database must refuse every claim of the key while wa's
 // lease lasts (its row holds the slot), then the rescue takes the job back and wb runs it again; when
 // wa resumes, its write for the job (a stale token) must change nothing: the row stays wb's, running.
 // Removing the token fence from the finish makes that write land on wb's running row, which this test
-// reports through the row, the audit (checkAudit) and the ledger (frCheckJobs).
+// reports through the row, the audit (CheckAudit) and the ledger (frCheckJobs).
 func TestFault05RedisRestartedEmpty(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		blog     = 500
 		leaseTTL = 4 * time.Second
 		phase    = 6 * time.Second
 	)
 	ctx := context.Background()
-	mpReserve(t, 2)
+	faultkit.Reserve(t, 2)
 	e := newFREnv(t, 3, false, false)
-	held := mpEnqueued{}
-	ids := e.enqueue(t, held, []int64{blog}, 0, 2)
+	held := faultkit.Enqueued{}
+	ids := e.Enqueue(t, held, []int64{blog}, 0, 2)
 	job, next := ids[0], ids[1]
-	set := func(s *mpWorkerSettings) {
+	set := func(s *faultkit.WorkerSettings) {
 		frSettings(s)
 		s.LeaseTTL = leaseTTL
 		s.RescueInterval, s.LeaderTTL = 200*time.Millisecond, 2*time.Second // wa may lead the rescue: it lapses soon
@@ -460,28 +461,28 @@ func TestFault05RedisRestartedEmpty(t *testing.T) {
 		s.BlockIDs = []int64{job} // every attempt, until released
 	}
 	// wa runs the held job and nothing else (Concurrency 1), so that its stop freezes that job alone.
-	wa := e.startWorkers(t, func(s *mpWorkerSettings) { set(s); s.Concurrency = 1 }, "wa")[0]
-	mpWaitFor(t, "the held job to start in wa", 30*time.Second, func() bool { return len(e.ledgerOf(t, job)) == 1 })
-	first := e.ledgerOf(t, job)[0]
+	wa := e.startWorkers(t, func(s *faultkit.WorkerSettings) { set(s); s.Concurrency = 1 }, "wa")[0]
+	faultkit.WaitFor(t, "the held job to start in wa", 30*time.Second, func() bool { return len(e.CallsOf(t, job)) == 1 })
+	first := e.CallsOf(t, job)[0]
 	wb := e.startWorkers(t, set, "wb")[0]
-	workers := []*mpWorker{wa, wb}
+	workers := []*faultkit.Worker{wa, wb}
 	load := e.startLoad(t, frLoadSpec{Keys: 50, KeyedRate: 60})
 
 	var leaseEnd time.Time
-	var second mpEntry
+	var second faultkit.Call
 	w := e.phases(t, workers, phase, 0, func() {
 		frSignal(t, wa, syscall.SIGSTOP)
 		e.redis[0].Restart(t)
 		e.redis[1].Restart(t)
-		e.checkFenceAfterRedisLoss(t, blog, first.Slot)
-		row := e.row(t, job)
+		e.CheckFenceAfterRedisLoss(t, blog, first.Slot)
+		row := e.Row(t, job)
 		if row.LeaseOwner == nil || *row.LeaseOwner != "wa" || row.Token != first.Token || row.LeaseExpiresAt == nil {
 			t.Fatalf("the held job after the restart: %+v; want still leased by wa with token %d", row, first.Token)
 		}
 		leaseEnd = *row.LeaseExpiresAt
 		// wb runs the job again only once wa's lease has run out, and nothing else of the key meanwhile.
-		mpWaitFor(t, "the held job's second attempt to start", 30*time.Second, func() bool {
-			calls := e.ledgerOf(t, job)
+		faultkit.WaitFor(t, "the held job's second attempt to start", 30*time.Second, func() bool {
+			calls := e.CallsOf(t, job)
 			if len(calls) > 1 {
 				second = calls[1]
 			}
@@ -490,51 +491,51 @@ func TestFault05RedisRestartedEmpty(t *testing.T) {
 		if second.Node != "wb" || second.Attempt != 2 || second.Token <= first.Token || !second.StartedAt.After(leaseEnd) {
 			t.Errorf("second attempt %v; want attempt 2 in wb, with a greater token, after wa's lease ended at %v", second, leaseEnd)
 		}
-		if s := e.starts(t, blog); len(s) != 2 {
+		if s := e.Starts(t, blog); len(s) != 2 {
 			t.Errorf("blog %d: %d handler calls, want the held job's two: %v", blog, len(s), s)
 		}
 	}, func() {
 		frSignal(t, wa, syscall.SIGCONT)
-		mpWaitFor(t, "wa's stale attempt to end", 15*time.Second, func() bool { return e.ledgerOf(t, job)[0].EndedAt != nil })
+		faultkit.WaitFor(t, "wa's stale attempt to end", 15*time.Second, func() bool { return e.CallsOf(t, job)[0].EndedAt != nil })
 		time.Sleep(time.Second) // its outcome goes to wa's finisher, which writes it (or fails to) at once
-		if stale := e.ledgerOf(t, job)[0]; !frLeaseLost(stale) {
+		if stale := e.CallsOf(t, job)[0]; !frLeaseLost(stale) {
 			t.Errorf("wa's attempt %v; want it ended by its lost lease", stale)
 		}
-		row := e.row(t, job)
+		row := e.Row(t, job)
 		if row.LeaseOwner == nil || *row.LeaseOwner != "wb" || row.Token != second.Token || row.LeaseExpiresAt == nil || row.Processed {
 			t.Errorf("the held job after wa resumed: %+v; want still running in wb with token %d: wa's stale write changed it", row, second.Token)
 		}
 		var changed int
-		if err := e.db.QueryRow(ctx, `SELECT count(*) FROM fault_audit WHERE kind = $1 AND job_id = $2 AND at > $3
+		if err := e.DB.QueryRow(ctx, `SELECT count(*) FROM fault_audit WHERE kind = $1 AND job_id = $2 AND at > $3
 			AND (new_state <> old_state OR new_token <> old_token OR new_owner IS DISTINCT FROM old_owner)`,
-			mpKindName, job, second.StartedAt).Scan(&changed); err != nil {
+			faultkit.KeyedKind, job, second.StartedAt).Scan(&changed); err != nil {
 			t.Fatal(err)
 		}
 		if changed != 0 {
 			t.Errorf("the held job's row changed %d times while wb ran it", changed)
 		}
-		e.release(t, job)
+		e.Release(t, job)
 	})
 	keyed, _ := load.stop(t)
 	e.logSeries(t, w)
 
-	st, figs := e.finish(t, workers, frKindJobs{Table: mpKindName, Keyed: true, Jobs: frMerge(keyed, held)})
+	st, figs := e.finish(t, workers, frKindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: frMerge(keyed, held)})
 	// wa's frozen attempt counted as running in mp_conc, in its slot, until it resumed and recorded its
 	// end, beside wb's in the same slot: a stale holder whose lease the rescue had taken back (frCheckJobs
-	// exempts it from the key's one-at-a-time check, and counts it). Every other blog: checkConc.
-	if c := e.conc(t)[blog]; c.Running != 0 || c.MaxSeen != 2 || c.SlotClashes != 1 || figs[0].StaleOverlaps != 1 {
+	// exempts it from the key's one-at-a-time check, and counts it). Every other blog: CheckConc.
+	if c := e.Conc(t)[blog]; c.Running != 0 || c.MaxSeen != 2 || c.SlotClashes != 1 || figs[0].StaleOverlaps != 1 {
 		t.Errorf("blog %d: %+v, %d stale overlaps; want exactly wa's frozen attempt beside wb's", blog, c, figs[0].StaleOverlaps)
 	}
-	if _, err := e.db.Exec(ctx, `DELETE FROM mp_conc WHERE blog_id = $1`, blog); err != nil {
+	if _, err := e.DB.Exec(ctx, `DELETE FROM mp_conc WHERE blog_id = $1`, blog); err != nil {
 		t.Fatal(err)
 	}
-	e.checkConc(t, nil, 1)
-	calls := e.ledgerOf(t, job)
-	if row := e.row(t, job); len(calls) != 2 || calls[1].Outcome == nil || *calls[1].Outcome != "ok" || !row.Processed ||
+	e.CheckConc(t, nil, 1)
+	calls := e.CallsOf(t, job)
+	if row := e.Row(t, job); len(calls) != 2 || calls[1].Outcome == nil || *calls[1].Outcome != "ok" || !row.Processed ||
 		row.Attempts != 2 || row.Token != second.Token {
 		t.Errorf("the held job: calls %v, row %+v; want wa's lost attempt, then wb's ok, processed with token %d", calls, row, second.Token)
 	}
-	nextCalls := e.ledgerOf(t, next)
+	nextCalls := e.CallsOf(t, next)
 	if len(nextCalls) != 1 || !nextCalls[0].StartedAt.After(*calls[len(calls)-1].EndedAt) {
 		t.Errorf("the key's next job: calls %v; want one, after the held job ended", nextCalls)
 	}
@@ -546,12 +547,12 @@ func TestFault05RedisRestartedEmpty(t *testing.T) {
 		st.Rescued != 1 || st.Failed != 0 || figs[0].Duplicates != 0 {
 		t.Errorf("stats wa %+v, wb %+v, duplicates %d; want wa's one lost lease and one stale finish refused, one rescue, nothing else", sa, sb, figs[0].Duplicates)
 	}
-	r := w.rates(t, e.db, "")
+	r := w.rates(t, e.DB, "")
 	if r.During < frKeepUp*r.Before || r.After < frKeepUp*r.Before {
 		t.Errorf("throughput of the other keys before/during/after %.1f/%.1f/%.1f jobs/s: want at least %.0f%% of before",
 			r.Before, r.During, r.After, 100*frKeepUp)
 	}
-	faultFigures(t, "05 redis restarted empty under a running job",
+	faultkit.ReportFigures(t, "05 redis restarted empty under a running job",
 		"before", r.Before, "during", r.During, "after", r.After,
 		"recovery (the key's job running again)", second.StartedAt.Sub(w.Fault), "duplicates", figs[0].Duplicates, "lost", figs[0].Lost,
 		"wa's lease ran out after", leaseEnd.Sub(w.Fault), "stale finishes refused", sa.StaleFinishes, "rescued", st.Rescued,

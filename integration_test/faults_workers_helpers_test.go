@@ -25,119 +25,19 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobpipe/jobpipe/backoff"
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/jobinfo"
-	"github.com/jobpipe/jobpipe/schedule"
 )
-
-// Worker extras of the scenarios, each on when its variable names its kind.
-const (
-	// wfEnvTickKind names a kind whose job a schedule of the same name enqueues every second.
-	wfEnvTickKind = "JPW_TICK_KIND"
-	// wfEnvFlakyKind names a plain kind of at most 3 attempts whose jobs fail by wfFlakyError.
-	wfEnvFlakyKind = "JPW_FLAKY_KIND"
-)
-
-// wfTickJob is the data of the schedule's kind.
-type wfTickJob struct {
-	Source string `jobpipe:"source"`
-}
-
-// wfDefineTickKind defines the schedule's kind. It keeps finished jobs a day, so that the kind has a
-// pruning lease (prune:NAME) besides its rescue lease: one more maintenance lease to take over.
-func wfDefineTickKind(name string) (*jobinfo.Kind[wfTickJob], error) {
-	return jobinfo.Define[wfTickJob](name, jobinfo.MaxAttempts(5), jobinfo.Backoff(backoff.Constant(200*time.Millisecond)),
-		jobinfo.Retention(24*time.Hour, 24*time.Hour))
-}
-
-// wfTickSpec is the schedule: every second, and every missed instant fired late rather than skipped,
-// so that a change of leader that takes long still leaves one job for each second.
-func wfTickSpec(name string) schedule.Spec {
-	return schedule.Spec{Name: name, Cron: "* * * * * *", CatchUp: schedule.CatchUpAll}
-}
-
-// wfFlakyMaxAttempts is the flaky kind's max attempts.
-const wfFlakyMaxAttempts = 3
-
-// wfDefineFlakyKind defines the flaky kind: a plain kind (mpPlainJob) of 3 attempts, retried after
-// retryDelay.
-func wfDefineFlakyKind(name string, retryDelay time.Duration) (*jobinfo.Kind[mpPlainJob], error) {
-	return jobinfo.Define[mpPlainJob](name, jobinfo.MaxAttempts(wfFlakyMaxAttempts), jobinfo.Backoff(backoff.Constant(retryDelay)))
-}
-
-// wfFlakyError is the error of attempt of the flaky kind's job seq, or nil: a job whose seq ends in 00
-// is poison (1%: fails every attempt), one whose seq ends in 01 to 05 is transient (5%: fails its first
-// two attempts, then succeeds), every other one succeeds at once. Each error names its attempt, so that
-// the error a failed job keeps shows which attempt it came from.
-func wfFlakyError(seq int64, attempt int) error {
-	switch r := seq % 100; {
-	case r == 0:
-		return fmt.Errorf("poison job seq %d: attempt %d failed, as every attempt does", seq, attempt)
-	case r <= 5 && attempt <= 2:
-		return fmt.Errorf("transient failure of job seq %d on attempt %d", seq, attempt)
-	}
-	return nil
-}
-
-func init() {
-	mpWorkerExtras = append(mpWorkerExtras, wfTickExtra, wfFlakyExtra)
-}
-
-// wfTickExtra registers the schedule's kind and adds its schedule; its handler is recorded in the
-// ledger under the kind's name, with blog 0 and seq 0.
-func wfTickExtra(h *mpWorkerHost) error {
-	name := h.Env(wfEnvTickKind)
-	if name == "" {
-		return nil
-	}
-	kind, err := wfDefineTickKind(name)
-	if err != nil {
-		return err
-	}
-	err = dispatcher.Register(h.D, kind, func(jctx context.Context, j *dispatcher.Job[wfTickJob]) error {
-		return h.Handle(jctx, mpCall{Kind: name, JobID: j.ID, Attempt: j.Attempt, Token: j.Token, Slot: j.Slot})
-	})
-	if err != nil {
-		return err
-	}
-	return dispatcher.AddSchedule(h.D, kind, wfTickSpec(name), wfTickJob{Source: "schedule"})
-}
-
-// wfFlakyExtra registers the flaky kind: its handler sleeps as the worker's settings say, then fails
-// as wfFlakyError says, recorded in the ledger under the kind's name.
-func wfFlakyExtra(h *mpWorkerHost) error {
-	name := h.Env(wfEnvFlakyKind)
-	if name == "" {
-		return nil
-	}
-	retryDelay, err := h.RetryDelay()
-	if err != nil {
-		return err
-	}
-	kind, err := wfDefineFlakyKind(name, retryDelay)
-	if err != nil {
-		return err
-	}
-	return dispatcher.Register(h.D, kind, func(jctx context.Context, j *dispatcher.Job[mpPlainJob]) error {
-		c := mpCall{Kind: name, JobID: j.ID, BlogID: j.Data.BlogID, Seq: j.Data.Seq, Attempt: j.Attempt, Token: j.Token, Slot: j.Slot}
-		return h.HandleWith(jctx, c, func(jctx context.Context, c mpCall) error {
-			if err := h.behave(jctx, c); err != nil {
-				return err
-			}
-			return wfFlakyError(c.Seq, c.Attempt)
-		})
-	})
-}
 
 // addKindTable creates the table of kind in e's schema.
-func addKindTable[T any](t *testing.T, e *mpEnv, kind *jobinfo.Kind[T]) {
+func addKindTable[T any](t *testing.T, e *faultkit.World, kind *jobinfo.Kind[T]) {
 	t.Helper()
 	ddl, err := kind.TableSpec().CreateSQL()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.db.Exec(context.Background(), ddl); err != nil {
+	if _, err := e.DB.Exec(context.Background(), ddl); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -162,9 +62,9 @@ func (n wfNodes) node(app string) string {
 }
 
 // settings are e's worker settings for node, connecting with node's application_name.
-func (n wfNodes) settings(t *testing.T, e *mpEnv, node string) mpWorkerSettings {
+func (n wfNodes) settings(t *testing.T, e *faultkit.World, node string) faultkit.WorkerSettings {
 	t.Helper()
-	s := e.worker(node)
+	s := e.WorkerSettings(node)
 	u, err := url.Parse(s.DatabaseURL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		s.DatabaseURL += " application_name=" + n.app(node)
@@ -200,7 +100,7 @@ func (s *wfIDs) all() []int64 {
 // ids to into and returns them.
 func wfEnqueue[T any](ctx context.Context, db *pgxpool.Pool, kind *jobinfo.Kind[T], jobs []T, into *wfIDs) ([]int64, error) {
 	var ids []int64
-	err := mpRetry(ctx, func() error {
+	err := faultkit.RetryUnsent(ctx, func() error {
 		res, err := dispatcher.EnqueueMany(ctx, db, kind, jobs)
 		if err != nil {
 			return err
@@ -269,14 +169,14 @@ func wfSteady(t *testing.T, rate float64, enqueue func(ctx context.Context, firs
 
 // wfKeyedLoad returns an enqueue for wfSteady of e's keyed kind over blogs firstBlog to
 // firstBlog+blogs-1, seq numbers rising per blog, recorded in ids.
-func wfKeyedLoad(e *mpEnv, firstBlog, blogs int, ids *wfIDs) func(ctx context.Context, first, n int) error {
+func wfKeyedLoad(e *faultkit.World, firstBlog, blogs int, ids *wfIDs) func(ctx context.Context, first, n int) error {
 	return func(ctx context.Context, first, n int) error {
-		jobs := make([]mpJob, n)
+		jobs := make([]faultkit.KeyedJob, n)
 		for i := range jobs {
 			k := first + i
-			jobs[i] = mpJob{BlogID: int64(firstBlog + k%blogs), Seq: int64(k / blogs)}
+			jobs[i] = faultkit.KeyedJob{BlogID: int64(firstBlog + k%blogs), Seq: int64(k / blogs)}
 		}
-		_, err := wfEnqueue(ctx, e.db, e.kind, jobs, ids)
+		_, err := wfEnqueue(ctx, e.DB, e.Kind, jobs, ids)
 		return err
 	}
 }
@@ -287,20 +187,20 @@ const wfPlainBlog = 1_000_000
 
 // wfPlainLoad returns an enqueue for wfSteady of a plain kind, seq(first+i) giving each job's seq,
 // recorded in ids.
-func wfPlainLoad(e *mpEnv, kind *jobinfo.Kind[mpPlainJob], seq func(k int) int64, ids *wfIDs) func(ctx context.Context, first, n int) error {
+func wfPlainLoad(e *faultkit.World, kind *jobinfo.Kind[faultkit.PlainJob], seq func(k int) int64, ids *wfIDs) func(ctx context.Context, first, n int) error {
 	return func(ctx context.Context, first, n int) error {
-		jobs := make([]mpPlainJob, n)
+		jobs := make([]faultkit.PlainJob, n)
 		for i := range jobs {
 			s := seq(first + i)
-			jobs[i] = mpPlainJob{BlogID: wfPlainBlog + s, Seq: s}
+			jobs[i] = faultkit.PlainJob{BlogID: wfPlainBlog + s, Seq: s}
 		}
-		_, err := wfEnqueue(ctx, e.db, kind, jobs, ids)
+		_, err := wfEnqueue(ctx, e.DB, kind, jobs, ids)
 		return err
 	}
 }
 
 // wfCalls reads the ledger's calls of ledgerKind ("" for the keyed kind) of job id, in start order.
-func wfCalls(t *testing.T, db *pgxpool.Pool, ledgerKind string, id int64) []mpEntry {
+func wfCalls(t *testing.T, db *pgxpool.Pool, ledgerKind string, id int64) []faultkit.Call {
 	t.Helper()
 	var lk any
 	if ledgerKind != "" {
@@ -312,7 +212,7 @@ func wfCalls(t *testing.T, db *pgxpool.Pool, ledgerKind string, id int64) []mpEn
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls, err := pgx.CollectRows(rows, pgx.RowToStructByPos[mpEntry])
+	calls, err := pgx.CollectRows(rows, pgx.RowToStructByPos[faultkit.Call])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +246,7 @@ func wfCount(t *testing.T, db *pgxpool.Pool, sql string, args ...any) int {
 // wfWaitProcessed waits until every job of ids in table is processed or failed.
 func wfWaitProcessed(t *testing.T, db *pgxpool.Pool, table string, ids []int64, within time.Duration) {
 	t.Helper()
-	mpWaitFor(t, fmt.Sprintf("the %d jobs of %s to finish", len(ids), table), within, func() bool {
+	faultkit.WaitFor(t, fmt.Sprintf("the %d jobs of %s to finish", len(ids), table), within, func() bool {
 		return wfCount(t, db, `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()+`
 			WHERE id = ANY ($1) AND (processed_at IS NOT NULL OR failed_at IS NOT NULL)`, ids) == len(ids)
 	})
@@ -373,7 +273,7 @@ func wfTally(t *testing.T, db *pgxpool.Pool, table, ledgerKind string, ids []int
 	if _, err := pgx.ForEachRow(rows, []any{&id, &e.processed, &e.failed}, func() error { ends[id] = e; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	report := &mpErrors{t: t, what: table + ": jobs lost"}
+	report := faultkit.NewFailureLog(t, table+": jobs lost")
 	for _, id := range ids {
 		e, ok := ends[id]
 		wantFailed := failed != nil && failed(id)
@@ -382,7 +282,7 @@ func wfTally(t *testing.T, db *pgxpool.Pool, table, ledgerKind string, ids []int
 			report.Errorf("%s job %d: %+v (in the table: %v), want it %s", table, id, e, ok, map[bool]string{true: "failed", false: "processed"}[wantFailed])
 		}
 	}
-	report.done()
+	report.Done()
 
 	// Every "ok" call of a job with more than one, and whether its attempt completed the row or lost
 	// its lease to a rescue.
@@ -415,7 +315,7 @@ func wfTally(t *testing.T, db *pgxpool.Pool, table, ledgerKind string, ids []int
 	for _, c := range calls {
 		byJob[c.job] = append(byJob[c.job], c)
 	}
-	unjustified := &mpErrors{t: t, what: table + ": duplicates without a lost lease"}
+	unjustified := faultkit.NewFailureLog(t, table+": duplicates without a lost lease")
 	for job, cs := range byJob {
 		completed := 0
 		for _, c := range cs {
@@ -431,7 +331,7 @@ func wfTally(t *testing.T, db *pgxpool.Pool, table, ledgerKind string, ids []int
 			unjustified.Errorf("%s job %d ran to ok %d times, %d of them completed the row; want exactly 1", table, job, len(cs), completed)
 		}
 	}
-	unjustified.done()
+	unjustified.Done()
 	return lost, len(byJob)
 }
 
@@ -453,7 +353,7 @@ func wfCheckKeyOverlap(t *testing.T, db *pgxpool.Pool, limit int) int {
 	SELECT b.blog_id, b.job_id, b.node, b.started_at, 1 + count(o.n) AS holding, array_agg(o.job_id || ' in ' || o.node) FILTER (WHERE o.n IS NOT NULL)
 	FROM l b LEFT JOIN l o ON o.blog_id = b.blog_id AND o.n <> b.n AND o.started_at <= b.started_at AND o.held_to > b.started_at
 	GROUP BY b.n, b.blog_id, b.job_id, b.node, b.started_at
-	ORDER BY holding DESC, b.started_at LIMIT 10`, mpKindName)
+	ORDER BY holding DESC, b.started_at LIMIT 10`, faultkit.KeyedKind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,28 +413,28 @@ func wfLatency(t *testing.T, db *pgxpool.Pool, table string, from, to time.Time)
 // wfWindow is a stretch of a scenario on the database's clock.
 type wfWindow struct{ from, to time.Time }
 
-// rate is ledgerRate over w of each ledger kind, summed.
+// rate is LedgerRate over w of each ledger kind, summed.
 func (w wfWindow) rate(t *testing.T, db *pgxpool.Pool, ledgerKinds ...string) float64 {
 	t.Helper()
 	sum := 0.0
 	for _, k := range ledgerKinds {
-		sum += ledgerRate(t, db, k, w.from, w.to)
+		sum += faultkit.LedgerRate(t, db, k, w.from, w.to)
 	}
 	return sum
 }
 
 // wfMeasure waits d and returns the window it lasted.
-func wfMeasure(t *testing.T, e *mpEnv, d time.Duration) wfWindow {
+func wfMeasure(t *testing.T, e *faultkit.World, d time.Duration) wfWindow {
 	t.Helper()
-	from := e.dbNow(t)
+	from := e.Now(t)
 	time.Sleep(d)
-	return wfWindow{from: from, to: e.dbNow(t)}
+	return wfWindow{from: from, to: e.Now(t)}
 }
 
 // wfWritesSQL logs every UPDATE statement of a table, also those that change no row: when, which
 // session sent it (application_name), what it was (from its text: a claim, a heartbeat's lease
 // extension, a finish, a rescue) and how many rows it changed. The function is created in the test's
-// schema, as installAudit's is.
+// schema, as InstallAudit's is.
 const wfWritesSQL = `CREATE TABLE IF NOT EXISTS {schema}.wf_writes (
 	n bigserial PRIMARY KEY,
 	tbl text NOT NULL,
@@ -601,7 +501,7 @@ func wfRowsChanged(ws []wfWrite) int {
 
 // wfPause stops w's process (SIGSTOP): its every goroutine, timer and connection freezes as in a
 // long GC pause or a suspended VM, while the kernel keeps its sockets open. resume continues it.
-func wfPause(t *testing.T, w *mpWorker) (resume func()) {
+func wfPause(t *testing.T, w *faultkit.Worker) (resume func()) {
 	t.Helper()
 	if err := syscall.Kill(w.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP %s: %v", w, err)
@@ -620,13 +520,11 @@ func wfPause(t *testing.T, w *mpWorker) (resume func()) {
 }
 
 // wfAlive fails t for each worker whose process has exited.
-func wfAlive(t *testing.T, what string, workers ...*mpWorker) {
+func wfAlive(t *testing.T, what string, workers ...*faultkit.Worker) {
 	t.Helper()
 	for _, w := range workers {
-		select {
-		case <-w.done:
-			t.Errorf("%s: worker %s exited (%v)", what, w, w.state)
-		default:
+		if state, exited := w.Exited(); exited {
+			t.Errorf("%s: worker %s exited (%v)", what, w, state)
 		}
 	}
 }
@@ -647,9 +545,9 @@ func wfSince(at *time.Time, from time.Time) time.Duration {
 }
 
 // wfUntil waits until the database's clock reaches at.
-func wfUntil(t *testing.T, e *mpEnv, at time.Time) {
+func wfUntil(t *testing.T, e *faultkit.World, at time.Time) {
 	t.Helper()
-	if d := at.Sub(e.dbNow(t)); d > 0 {
+	if d := at.Sub(e.Now(t)); d > 0 {
 		time.Sleep(d)
 	}
 }
@@ -701,11 +599,11 @@ END $$;
 CREATE TRIGGER wf_hold_round BEFORE INSERT ON {tick} FOR EACH ROW EXECUTE FUNCTION {schema}.wf_hold_round()`
 
 // installLeaderLog installs wfLeaderSQL in e's schema, for the tick kind tick.
-func installLeaderLog(t *testing.T, e *mpEnv, tick string) {
+func installLeaderLog(t *testing.T, e *faultkit.World, tick string) {
 	t.Helper()
-	sql := strings.NewReplacer("{schema}", pgx.Identifier{e.schema.Name}.Sanitize(),
-		"{tick}", pgx.Identifier{e.schema.Name, tick}.Sanitize()).Replace(wfLeaderSQL)
-	if _, err := e.db.Exec(context.Background(), sql); err != nil {
+	sql := strings.NewReplacer("{schema}", pgx.Identifier{e.Schema.Name}.Sanitize(),
+		"{tick}", pgx.Identifier{e.Schema.Name, tick}.Sanitize()).Replace(wfLeaderSQL)
+	if _, err := e.DB.Exec(context.Background(), sql); err != nil {
 		t.Fatalf("installing the leader log: %v", err)
 	}
 }
@@ -714,10 +612,10 @@ func installLeaderLog(t *testing.T, e *mpEnv, tick string) {
 // has enqueued the instant's job and holds the schedule's row when the process stops, and the server
 // then waits for the round's next statement. It returns when w stopped (the database's clock) and
 // how to resume it.
-func wfStopInRound(t *testing.T, e *mpEnv, w *mpWorker, app string) (stoppedAt time.Time, resume func()) {
+func wfStopInRound(t *testing.T, e *faultkit.World, w *faultkit.Worker, app string) (stoppedAt time.Time, resume func()) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := e.db.Acquire(ctx)
+	conn, err := e.DB.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -736,15 +634,15 @@ func wfStopInRound(t *testing.T, e *mpEnv, w *mpWorker, app string) (stoppedAt t
 		}
 	}
 	defer unlock()
-	if _, err := e.db.Exec(ctx, `INSERT INTO wf_hold (app, lock) VALUES ($1, $2)`, app, key); err != nil {
+	if _, err := e.DB.Exec(ctx, `INSERT INTO wf_hold (app, lock) VALUES ($1, $2)`, app, key); err != nil {
 		t.Fatal(err)
 	}
-	mpWaitFor(t, w.Name+"'s next schedule round to enqueue its job", 30*time.Second, func() bool {
-		return wfCount(t, e.db, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
+	faultkit.WaitFor(t, w.Name+"'s next schedule round to enqueue its job", 30*time.Second, func() bool {
+		return wfCount(t, e.DB, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
 			AND wait_event_type = 'Lock' AND wait_event = 'advisory'`, app) == 1
 	})
 	resume = wfPause(t, w)
-	stoppedAt = e.dbNow(t)
+	stoppedAt = e.Now(t)
 	unlock() // the job is enqueued: the round waits on its stopped client
 	return stoppedAt, resume
 }
@@ -771,7 +669,7 @@ func wfLeases(t *testing.T, db *pgxpool.Pool) map[string]string {
 // what a throughput figure needs to be read against on a shared machine: a dip that the server's
 // round trip shows before the fault is another test's, not the fault's. It also logs the machine's
 // CPU pressure (see wfCPUPressure).
-func wfTimeline(t *testing.T, e *mpEnv, period time.Duration, tables map[string]string) (stop func()) {
+func wfTimeline(t *testing.T, e *faultkit.World, period time.Duration, tables map[string]string) (stop func()) {
 	t.Helper()
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -789,7 +687,7 @@ func wfTimeline(t *testing.T, e *mpEnv, period time.Duration, tables map[string]
 			var now time.Time
 			var long, active, backends int
 			sent := time.Now()
-			if err := e.db.QueryRow(ctx, `SELECT clock_timestamp(), count(*) FILTER (WHERE xact_start < now() - interval '5 seconds'),
+			if err := e.DB.QueryRow(ctx, `SELECT clock_timestamp(), count(*) FILTER (WHERE xact_start < now() - interval '5 seconds'),
 				count(*) FILTER (WHERE state = 'active'), count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'`).
 				Scan(&now, &long, &active, &backends); err != nil {
 				continue
@@ -798,7 +696,7 @@ func wfTimeline(t *testing.T, e *mpEnv, period time.Duration, tables map[string]
 			var parts []string
 			for _, table := range slices.Sorted(maps.Keys(tables)) {
 				var ok, backlog int
-				if err := e.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM mp_ledger WHERE kind IS NOT DISTINCT FROM $1 AND outcome = 'ok'
+				if err := e.DB.QueryRow(ctx, `SELECT (SELECT count(*) FROM mp_ledger WHERE kind IS NOT DISTINCT FROM $1 AND outcome = 'ok'
 					AND ended_at >= $2 AND ended_at < $3), (SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()+`
 					WHERE processed_at IS NULL AND failed_at IS NULL)`, wfLedgerKind(tables[table]), now.Add(-period), now).Scan(&ok, &backlog); err != nil {
 					continue

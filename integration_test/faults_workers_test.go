@@ -3,12 +3,12 @@ package integration_test
 // The fault scenarios of worker processes (6, 7, 8, 11 and 13 in docs/reliability.md): a worker paused past
 // its lease, a worker killed mid-job, workers killed and restarted again and again under load, the
 // maintenance leader stalled, and jobs that fail now and then or always. Each runs real worker
-// processes (worker_main_test.go) against the test's schema, and checks every job's end from the
-// ledger and the audit of every row change (faults_harness_test.go).
+// processes (faultkit.StartWorker) against the test's schema, and checks every job's end from the
+// ledger and the audit of every row change (faultkit.CheckAudit).
 //
 // The paused and the stalled worker (6 and 11) send their stale finish while the job's re-run still
 // holds its row: without the fence on finishes (the row's token, I1), that write would send the row
-// back to wait under the re-run, and checkAudit fails them. A killed worker (7, 8) writes nothing
+// back to wait under the re-run, and CheckAudit fails them. A killed worker (7, 8) writes nothing
 // more, and in 13 no lease is lost: those check the rescue, the attempts and the throughput.
 
 import (
@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 )
 
@@ -38,7 +39,7 @@ const wfPlainKind = "mp_plain"
 // kind runs at a steady 100 jobs/s through both workers; its jobs the paused worker held run again
 // too.
 func TestFault06WorkerPaused(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		leaseTTL  = 3 * time.Second
 		rescue    = 200 * time.Millisecond
@@ -51,32 +52,32 @@ func TestFault06WorkerPaused(t *testing.T) {
 		blog       = 1
 	)
 	ctx := context.Background()
-	mpReserve(t, 2)
+	faultkit.Reserve(t, 2)
 	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	plain := e.addPlainKind(t, wfPlainKind, retryDelay)
-	installAudit(t, e.db, e.schema.Name, mpKindName)
-	installAudit(t, e.db, e.schema.Name, wfPlainKind)
-	installWriteLog(t, e.db, e.schema.Name, mpKindName)
-	job, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blog})
+	e := faultkit.NewWorld(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
+	plain := e.AddPlainKind(t, wfPlainKind, retryDelay)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, wfPlainKind)
+	installWriteLog(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
+	job, err := dispatcher.Enqueue(ctx, e.DB, e.Kind, faultkit.KeyedJob{BlogID: blog})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes := newWFNodes()
-	settings := func(node string) mpWorkerSettings {
+	settings := func(node string) faultkit.WorkerSettings {
 		s := nodes.settings(t, e, node)
 		s.BlockBlogs = []int64{blog} // every attempt of the job blocks until released (block ids would block the plain kind's job of that id too)
 		s.SleepMin, s.SleepMax = 2*time.Millisecond, 5*time.Millisecond
 		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval, s.RetryDelay = leaseTTL, rescue, leaderTTL, 200*time.Millisecond, retryDelay
-		s.Extra = map[string]string{mpEnvPlainKind: wfPlainKind}
+		s.PlainKind = wfPlainKind
 		return s
 	}
-	workers := []*mpWorker{mpStartWorker(t, settings("w1")), mpStartWorker(t, settings("w2"))}
-	mpWaitReady(t, 60*time.Second, workers...)
+	workers := []*faultkit.Worker{faultkit.StartWorker(t, settings("w1")), faultkit.StartWorker(t, settings("w2"))}
+	faultkit.WaitReady(t, 60*time.Second, workers...)
 	var plainIDs wfIDs
 	stopLoad := wfSteady(t, rate, wfPlainLoad(e, plain, func(k int) int64 { return int64(k) }, &plainIDs))
-	mpWaitFor(t, "the job to start", 30*time.Second, func() bool { return wfCallCount(t, e.db, "", job.ID) == 1 })
-	first := wfCalls(t, e.db, "", job.ID)[0]
+	faultkit.WaitFor(t, "the job to start", 30*time.Second, func() bool { return wfCallCount(t, e.DB, "", job.ID) == 1 })
+	first := wfCalls(t, e.DB, "", job.ID)[0]
 	victim, other := workers[0], workers[1]
 	if first.Pid == other.Pid {
 		victim, other = other, victim
@@ -85,50 +86,50 @@ func TestFault06WorkerPaused(t *testing.T) {
 	before := wfMeasure(t, e, window)
 
 	resume := wfPause(t, victim)
-	pausedAt := e.dbNow(t)
+	pausedAt := e.Now(t)
 	time.Sleep(200 * time.Millisecond) // a statement sent just before the stop has landed by now
-	held := e.row(t, job.ID)
+	held := e.Row(t, job.ID)
 	if held.LeaseOwner == nil || *held.LeaseOwner != victim.Name || held.LeaseExpiresAt == nil || held.Token != first.Token || held.Attempts != 1 {
 		t.Fatalf("the job once its worker was paused: %+v; want leased by %s with token %d, attempt 1", held, victim.Name, first.Token)
 	}
 	leaseEnd := *held.LeaseExpiresAt
-	mpWaitFor(t, "the job to run again in the other worker", 30*time.Second, func() bool { return wfCallCount(t, e.db, "", job.ID) == 2 })
+	faultkit.WaitFor(t, "the job to run again in the other worker", 30*time.Second, func() bool { return wfCallCount(t, e.DB, "", job.ID) == 2 })
 	time.Sleep(time.Second) // paused a while longer: the paused worker's plain jobs run again too
-	resumedAt := e.dbNow(t)
+	resumedAt := e.Now(t)
 	resume()
 	during := wfWindow{from: pausedAt, to: resumedAt}
 	wfAlive(t, "while paused", workers...)
 
 	// Woken, the paused worker abandons the job and sends its finish while the re-run still holds the row.
 	victimApp := nodes.app(victim.Name)
-	mpWaitFor(t, "the paused worker's finish of the job", 30*time.Second, func() bool {
-		return len(wfWritesOf(t, e.db, mpKindName, victimApp, resumedAt, "finish")) > 0
+	faultkit.WaitFor(t, "the paused worker's finish of the job", 30*time.Second, func() bool {
+		return len(wfWritesOf(t, e.DB, faultkit.KeyedKind, victimApp, resumedAt, "finish")) > 0
 	})
-	rerunning := e.row(t, job.ID)
-	e.release(t, job.ID)
-	mpWaitFor(t, "the re-run to complete the job", 30*time.Second, func() bool { return e.row(t, job.ID).Processed })
+	rerunning := e.Row(t, job.ID)
+	e.Release(t, job.ID)
+	faultkit.WaitFor(t, "the re-run to complete the job", 30*time.Second, func() bool { return e.Row(t, job.ID).Processed })
 	after := wfMeasure(t, e, window)
 	sent := stopLoad()
 	ids := plainIDs.all()
-	wfWaitProcessed(t, e.db, wfPlainKind, ids, 60*time.Second)
+	wfWaitProcessed(t, e.DB, wfPlainKind, ids, 60*time.Second)
 	wfAlive(t, "after the pause", workers...)
-	mpTerminate(t, workers...)
-	e.checkQuiet(t)
+	faultkit.Terminate(t, workers...)
+	e.CheckQuiet(t)
 
-	keyed := checkAudit(t, e.db, mpKindName, "")
-	plainAudit := checkAudit(t, e.db, wfPlainKind, wfPlainKind)
-	lostKeyed, dupKeyed := wfTally(t, e.db, mpKindName, "", []int64{job.ID}, nil)
-	lost, dups := wfTally(t, e.db, wfPlainKind, wfPlainKind, ids, nil)
-	holders := wfCheckKeyOverlap(t, e.db, 1)
+	keyed := faultkit.CheckAudit(t, e.DB, faultkit.KeyedKind, "")
+	plainAudit := faultkit.CheckAudit(t, e.DB, wfPlainKind, wfPlainKind)
+	lostKeyed, dupKeyed := wfTally(t, e.DB, faultkit.KeyedKind, "", []int64{job.ID}, nil)
+	lost, dups := wfTally(t, e.DB, wfPlainKind, wfPlainKind, ids, nil)
+	holders := wfCheckKeyOverlap(t, e.DB, 1)
 	if dupKeyed != 0 {
 		t.Errorf("the blocked job ran to ok %d times too many", dupKeyed)
 	}
 
 	// The job: two attempts, the paused one abandoned once woken, the re-run completed the row.
-	calls := wfCalls(t, e.db, "", job.ID)
+	calls := wfCalls(t, e.DB, "", job.ID)
 	if len(calls) != 2 {
 		t.Errorf("the job's handler ran %d times, want 2: %v", len(calls), calls)
-		calls = append(calls, make([]mpEntry, 2)...)
+		calls = append(calls, make([]faultkit.Call, 2)...)
 	}
 	paused, rerun := calls[0], calls[1]
 	if paused.Pid != victim.Pid || paused.Attempt != 1 || paused.EndedAt == nil || !paused.EndedAt.After(resumedAt) ||
@@ -141,22 +142,22 @@ func TestFault06WorkerPaused(t *testing.T) {
 	if rerunning.LeaseOwner == nil || *rerunning.LeaseOwner != other.Name || rerunning.Token != rerun.Token {
 		t.Errorf("when the paused worker's finish had been sent, the row was %+v; want still held by the re-run (token %d)", rerunning, rerun.Token)
 	}
-	row := e.row(t, job.ID)
+	row := e.Row(t, job.ID)
 	if !row.Processed || row.Attempts != 2 || row.Token != rerun.Token || row.LastError == nil ||
 		!strings.HasPrefix(*row.LastError, "lease expired: "+victim.Name+" stopped renewing it") {
 		t.Errorf("the job's row: %+v; want processed by the re-run (token %d) on attempt 2, the rescue's reason kept", row, rerun.Token)
 	}
 	// Taken back once, after the lease had run out (the database's clock), and only then run again.
 	var rescuedAt time.Time
-	if err := e.db.QueryRow(ctx, `SELECT at FROM fault_audit WHERE kind = $1 AND job_id = $2 AND old_token = $3
-		AND old_state = 'running' AND new_state = 'waiting' AND new_token > old_token`, mpKindName, job.ID, paused.Token).Scan(&rescuedAt); err != nil {
+	if err := e.DB.QueryRow(ctx, `SELECT at FROM fault_audit WHERE kind = $1 AND job_id = $2 AND old_token = $3
+		AND old_state = 'running' AND new_state = 'waiting' AND new_token > old_token`, faultkit.KeyedKind, job.ID, paused.Token).Scan(&rescuedAt); err != nil {
 		t.Errorf("the rescue of the paused attempt's lease: %v", err)
 	}
 	if rescuedAt.Before(leaseEnd) || rerun.StartedAt.Before(rescuedAt) {
 		t.Errorf("lease ran out at %v, rescued at %v, re-run started at %v: want that order", leaseEnd, rescuedAt, rerun.StartedAt)
 	}
 	// Every write the paused worker sent once woken (finish, lease extensions) changed nothing.
-	stale := wfWritesOf(t, e.db, mpKindName, victimApp, resumedAt, "finish", "heartbeat")
+	stale := wfWritesOf(t, e.DB, faultkit.KeyedKind, victimApp, resumedAt, "finish", "heartbeat")
 	finishes, beats := 0, 0
 	for _, w := range stale {
 		if w.Stmt == "finish" {
@@ -176,12 +177,12 @@ func TestFault06WorkerPaused(t *testing.T) {
 	}
 
 	var handlersAtOnce int
-	if err := e.db.QueryRow(ctx, `SELECT max_seen FROM mp_conc WHERE blog_id = $1`, blog).Scan(&handlersAtOnce); err != nil {
+	if err := e.DB.QueryRow(ctx, `SELECT max_seen FROM mp_conc WHERE blog_id = $1`, blog).Scan(&handlersAtOnce); err != nil {
 		t.Fatal(err)
 	}
-	faultFigures(t, "06 worker paused",
-		"throughput_before", before.rate(t, e.db, wfPlainKind), "throughput_during", during.rate(t, e.db, wfPlainKind),
-		"throughput_after", after.rate(t, e.db, wfPlainKind), "offered", rate,
+	faultkit.ReportFigures(t, "06 worker paused",
+		"throughput_before", before.rate(t, e.DB, wfPlainKind), "throughput_during", during.rate(t, e.DB, wfPlainKind),
+		"throughput_after", after.rate(t, e.DB, wfPlainKind), "offered", rate,
 		"recovery", rerun.StartedAt.Sub(pausedAt), "paused_for", resumedAt.Sub(pausedAt),
 		"rescued_after_lease_end", rescuedAt.Sub(leaseEnd), "abandoned_after_wake", wfSince(paused.EndedAt, resumedAt),
 		"stale_finishes", finishes, "stale_heartbeats", beats, "rows_changed_by_stale_writes", wfRowsChanged(stale),
@@ -195,7 +196,7 @@ func TestFault06WorkerPaused(t *testing.T) {
 // has run out, and not before: completed once, with attempts_made 2 (the killed attempt counted), and
 // the next job of a blocked job's key waits for the retry.
 func TestFault07WorkerKilled(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		leaseTTL   = 3 * time.Second
 		rescue     = 200 * time.Millisecond
@@ -206,40 +207,40 @@ func TestFault07WorkerKilled(t *testing.T) {
 		window     = 6 * time.Second
 		during     = 8 * time.Second // from the kill: the lease runs out, the jobs run again
 	)
-	mpReserve(t, 3)
+	faultkit.Reserve(t, 3)
 	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	installAudit(t, e.db, e.schema.Name, mpKindName)
-	e.installOrderCheck(t)
+	e := faultkit.NewWorld(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
+	e.InstallOrderCheck(t)
 	blockedBlogs := []int64{1001, 1002, 1003}
-	enqueued := mpEnqueued{}
-	heads := e.enqueue(t, enqueued, blockedBlogs, 0, 1)
-	nexts := e.enqueue(t, enqueued, blockedBlogs, 1, 1)
-	settings := func(node string) mpWorkerSettings {
-		s := e.worker(node)
+	enqueued := faultkit.Enqueued{}
+	heads := e.Enqueue(t, enqueued, blockedBlogs, 0, 1)
+	nexts := e.Enqueue(t, enqueued, blockedBlogs, 1, 1)
+	settings := func(node string) faultkit.WorkerSettings {
+		s := e.WorkerSettings(node)
 		s.BlockIDs, s.BlockUpToAttempt = heads, 1
 		s.SleepMin, s.SleepMax, s.Concurrency = 2*time.Millisecond, 5*time.Millisecond, 8
 		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval, s.RetryDelay = leaseTTL, rescue, leaderTTL, 200*time.Millisecond, retryDelay
 		return s
 	}
 	// The victim starts alone, so that it takes the blocked jobs; then the two others.
-	victim := mpStartWorker(t, settings("victim"))
-	mpWaitFor(t, "the blocked jobs to start in the victim", 60*time.Second, func() bool {
-		return wfCount(t, e.db, `SELECT count(*) FROM mp_ledger WHERE kind IS NULL AND job_id = ANY ($1)`, heads) == len(heads)
+	victim := faultkit.StartWorker(t, settings("victim"))
+	faultkit.WaitFor(t, "the blocked jobs to start in the victim", 60*time.Second, func() bool {
+		return wfCount(t, e.DB, `SELECT count(*) FROM mp_ledger WHERE kind IS NULL AND job_id = ANY ($1)`, heads) == len(heads)
 	})
-	survivors := []*mpWorker{mpStartWorker(t, settings("w2")), mpStartWorker(t, settings("w3"))}
-	mpWaitReady(t, 60*time.Second, survivors...)
+	survivors := []*faultkit.Worker{faultkit.StartWorker(t, settings("w2")), faultkit.StartWorker(t, settings("w3"))}
+	faultkit.WaitReady(t, 60*time.Second, survivors...)
 	var ids wfIDs
 	stopLoad := wfSteady(t, rate, wfKeyedLoad(e, 1, blogs, &ids))
 	time.Sleep(time.Second)
 	before := wfMeasure(t, e, window)
 
 	victim.Kill(t)
-	killedAt := e.dbNow(t)
+	killedAt := e.Now(t)
 	time.Sleep(200 * time.Millisecond) // a statement the victim sent just before it died has landed by now
 	leaseEnds := map[int64]time.Time{}
 	for _, id := range heads {
-		row := e.row(t, id)
+		row := e.Row(t, id)
 		if row.LeaseOwner == nil || *row.LeaseOwner != victim.Name || row.LeaseExpiresAt == nil || row.Attempts != 1 || row.Processed {
 			t.Fatalf("blocked job %d after the kill: %+v; want leased by the victim, attempt 1", id, row)
 		}
@@ -250,29 +251,29 @@ func TestFault07WorkerKilled(t *testing.T) {
 	after := wfMeasure(t, e, window)
 	sent := stopLoad()
 	all := append(ids.all(), append(heads, nexts...)...)
-	wfWaitProcessed(t, e.db, mpKindName, all, 60*time.Second)
+	wfWaitProcessed(t, e.DB, faultkit.KeyedKind, all, 60*time.Second)
 	wfAlive(t, "after the kill", survivors...)
-	mpTerminate(t, survivors...)
-	e.checkQuiet(t)
+	faultkit.Terminate(t, survivors...)
+	e.CheckQuiet(t)
 
-	audit := checkAudit(t, e.db, mpKindName, "")
+	audit := faultkit.CheckAudit(t, e.DB, faultkit.KeyedKind, "")
 	if audit.Completions != len(all) {
 		t.Errorf("%d completions of %d jobs: want exactly one each", audit.Completions, len(all))
 	}
-	lost, dups := wfTally(t, e.db, mpKindName, "", all, nil)
-	holders := wfCheckKeyOverlap(t, e.db, 1)
-	e.checkOrder(t)
+	lost, dups := wfTally(t, e.DB, faultkit.KeyedKind, "", all, nil)
+	holders := wfCheckKeyOverlap(t, e.DB, 1)
+	e.CheckOrder(t)
 
 	// Each attempt counts: a job ran as many attempts as it had leases, one plus its rescues; every job
 	// the victim held was rescued once, so made 2.
-	fromVictim := wfRescues(t, e.db, mpKindName, " AND old_owner = $2", victim.Name)
-	if n := wfCount(t, e.db, `SELECT count(*) FROM mp_post_sync j WHERE j.attempts_made <> 1 + (SELECT count(*) FROM fault_audit a
-		WHERE a.kind = $1 AND a.job_id = j.id AND a.old_state = 'running' AND a.new_token > a.old_token)`, mpKindName); n != 0 {
+	fromVictim := wfRescues(t, e.DB, faultkit.KeyedKind, " AND old_owner = $2", victim.Name)
+	if n := wfCount(t, e.DB, `SELECT count(*) FROM mp_post_sync j WHERE j.attempts_made <> 1 + (SELECT count(*) FROM fault_audit a
+		WHERE a.kind = $1 AND a.job_id = j.id AND a.old_state = 'running' AND a.new_token > a.old_token)`, faultkit.KeyedKind); n != 0 {
 		t.Errorf("%d jobs whose attempts_made is not one plus their rescues", n)
 	}
-	if n := wfCount(t, e.db, `SELECT count(DISTINCT j.id) FROM mp_post_sync j JOIN fault_audit a ON a.job_id = j.id AND a.kind = $1
+	if n := wfCount(t, e.DB, `SELECT count(DISTINCT j.id) FROM mp_post_sync j JOIN fault_audit a ON a.job_id = j.id AND a.kind = $1
 		AND a.old_owner = $2 AND a.old_state = 'running' AND a.new_token > a.old_token
-		WHERE j.attempts_made = 2 AND j.processed_at IS NOT NULL`, mpKindName, victim.Name); n != fromVictim || fromVictim < len(heads) {
+		WHERE j.attempts_made = 2 AND j.processed_at IS NOT NULL`, faultkit.KeyedKind, victim.Name); n != fromVictim || fromVictim < len(heads) {
 		t.Errorf("%d of the victim's %d rescued jobs processed with attempts_made 2; want all, and at least its %d blocked ones",
 			n, fromVictim, len(heads))
 	}
@@ -284,7 +285,7 @@ func TestFault07WorkerKilled(t *testing.T) {
 	// job of each key after the retry.
 	var retryLag []time.Duration
 	for i, id := range heads {
-		calls := wfCalls(t, e.db, "", id)
+		calls := wfCalls(t, e.DB, "", id)
 		if len(calls) != 2 {
 			t.Errorf("blocked job %d ran %d times, want 2: %v", id, len(calls), calls)
 			continue
@@ -299,41 +300,41 @@ func TestFault07WorkerKilled(t *testing.T) {
 				id, retried, leaseEnds[id])
 		}
 		retryLag = append(retryLag, retried.StartedAt.Sub(leaseEnds[id]))
-		row := e.row(t, id)
+		row := e.Row(t, id)
 		if !row.Processed || row.Attempts != 2 || row.Token != retried.Token || row.LastError == nil ||
 			!strings.HasPrefix(*row.LastError, "lease expired: "+victim.Name+" stopped renewing it") {
 			t.Errorf("blocked job %d's row: %+v; want processed on attempt 2 by the retry, the rescue's reason kept", id, row)
 		}
-		next := wfCalls(t, e.db, "", nexts[i])
+		next := wfCalls(t, e.DB, "", nexts[i])
 		if len(next) != 1 || next[0].Attempt != 1 || retried.EndedAt == nil || !next[0].StartedAt.After(*retried.EndedAt) {
 			t.Errorf("the job after blocked job %d: %v; want one call, after the retry ended", id, next)
 		}
 	}
-	sum := mpSumStats(t, survivors)
+	sum := faultkit.SumStats(t, survivors)
 	if sum.Rescued < int64(fromVictim) || sum.StaleFinishes != 0 {
-		t.Errorf("the survivors' stats %s; want the victim's %d jobs rescued by them, no stale finish", mpStatsSummary(sum), fromVictim)
+		t.Errorf("the survivors' stats %s; want the victim's %d jobs rescued by them, no stale finish", faultkit.StatsSummary(sum), fromVictim)
 	}
 	var recovered time.Time
-	if err := e.db.QueryRow(context.Background(), `SELECT max(c.at) FROM fault_audit r JOIN fault_audit c ON c.kind = r.kind AND c.job_id = r.job_id
+	if err := e.DB.QueryRow(context.Background(), `SELECT max(c.at) FROM fault_audit r JOIN fault_audit c ON c.kind = r.kind AND c.job_id = r.job_id
 		AND c.old_state = 'running' AND c.new_state = 'processed'
-		WHERE r.kind = $1 AND r.old_owner = $2 AND r.old_state = 'running' AND r.new_token > r.old_token`, mpKindName, victim.Name).Scan(&recovered); err != nil {
+		WHERE r.kind = $1 AND r.old_owner = $2 AND r.old_state = 'running' AND r.new_token > r.old_token`, faultkit.KeyedKind, victim.Name).Scan(&recovered); err != nil {
 		t.Fatal(err)
 	}
-	faultFigures(t, "07 worker killed",
-		"throughput_before", before.rate(t, e.db, ""), "throughput_during", wfWindow{killedAt, killedAt.Add(during)}.rate(t, e.db, ""),
-		"throughput_after", after.rate(t, e.db, ""), "offered", rate,
+	faultkit.ReportFigures(t, "07 worker killed",
+		"throughput_before", before.rate(t, e.DB, ""), "throughput_during", wfWindow{killedAt, killedAt.Add(during)}.rate(t, e.DB, ""),
+		"throughput_after", after.rate(t, e.DB, ""), "offered", rate,
 		"recovery", recovered.Sub(killedAt), "victim_jobs_rescued", fromVictim, "retry_after_lease_end_max", slices.Max(retryLag),
 		"duplicates", dups, "lost", lost, "jobs", sent+len(heads)+len(nexts), "completions", audit.Completions, "key_holders_max", holders)
 }
 
 // Jobs of a plain kind of 3 attempts (mp_flaky, retried after 100 ms) fail by a rule on their seq
-// (wfFlakyError): 1% on every attempt (poison), 5% on their first two (transient), the rest never,
+// (FlakyError): 1% on every attempt (poison), 5% on their first two (transient), the rest never,
 // offered at a steady 200 jobs/s to three workers for 12 s; before and after that stretch only jobs
 // that never fail are offered. Every transient job ends processed on its third attempt, every poison
 // job failed once, after its third, with the third attempt's error kept word for word, and every
 // other job processed on its first attempt. Leases are the default 30 s: nothing here loses one.
 func TestFault13PoisonAndTransient(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		kindName   = "mp_flaky"
 		retryDelay = 100 * time.Millisecond
@@ -342,23 +343,23 @@ func TestFault13PoisonAndTransient(t *testing.T) {
 		failing    = 12 * time.Second
 	)
 	ctx := context.Background()
-	mpReserve(t, 3)
+	faultkit.Reserve(t, 3)
 	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	kind, err := wfDefineFlakyKind(kindName, retryDelay)
+	e := faultkit.NewWorld(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
+	kind, err := faultkit.DefineFlakyKind(kindName, retryDelay)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addKindTable(t, e, kind)
-	installAudit(t, e.db, e.schema.Name, kindName)
-	var workers []*mpWorker
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, kindName)
+	var workers []*faultkit.Worker
 	for _, node := range []string{"w1", "w2", "w3"} {
-		s := e.worker(node)
+		s := e.WorkerSettings(node)
 		s.SleepMin, s.SleepMax, s.RetryDelay = 2*time.Millisecond, 5*time.Millisecond, retryDelay
-		s.Extra = map[string]string{wfEnvFlakyKind: kindName}
-		workers = append(workers, mpStartWorker(t, s))
+		s.FlakyKind = kindName
+		workers = append(workers, faultkit.StartWorker(t, s))
 	}
-	mpWaitReady(t, 60*time.Second, workers...)
+	faultkit.WaitReady(t, 60*time.Second, workers...)
 	// Jobs are numbered by the producer; outside the failing stretch each takes a seq ending in 06 to
 	// 99, which never fails.
 	var failingNow atomic.Bool
@@ -378,13 +379,13 @@ func TestFault13PoisonAndTransient(t *testing.T) {
 	after := wfMeasure(t, e, window)
 	sent := stopLoad()
 	all := ids.all()
-	wfWaitProcessed(t, e.db, kindName, all, 60*time.Second)
+	wfWaitProcessed(t, e.DB, kindName, all, 60*time.Second)
 	wfAlive(t, "after the failing stretch", workers...)
-	mpTerminate(t, workers...)
-	e.checkQuiet(t)
+	faultkit.Terminate(t, workers...)
+	e.CheckQuiet(t)
 
 	// Each job's row, and its handler calls' attempts and outcomes in attempt order.
-	rows, err := e.db.Query(ctx, `SELECT j.id, j.seq, j.attempts_made, j.processed_at IS NOT NULL, j.failed_at IS NOT NULL, j.last_error,
+	rows, err := e.DB.Query(ctx, `SELECT j.id, j.seq, j.attempts_made, j.processed_at IS NOT NULL, j.failed_at IS NOT NULL, j.last_error,
 		coalesce(j.processed_at, j.failed_at), array_agg(l.attempt ORDER BY l.attempt, l.n), array_agg(coalesce(l.outcome, 'never ended') ORDER BY l.attempt, l.n)
 		FROM mp_flaky j JOIN mp_ledger l ON l.job_id = j.id AND l.kind = $1 GROUP BY j.id`, kindName)
 	if err != nil {
@@ -406,15 +407,15 @@ func TestFault13PoisonAndTransient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := &mpErrors{t: t, what: "jobs ended otherwise than their rule says"}
+	bad := faultkit.NewFailureLog(t, "jobs ended otherwise than their rule says")
 	poison := map[int64]bool{}
 	var transient, clean int
 	var lastFailing time.Time // when the last job that failed an attempt ended
 	for _, j := range jobs {
 		// What the rule says: the attempts it takes, and each attempt's outcome.
 		var want []string
-		for a := 1; a <= wfFlakyMaxAttempts; a++ {
-			err := wfFlakyError(j.seq, a)
+		for a := 1; a <= faultkit.FlakyMaxAttempts; a++ {
+			err := faultkit.FlakyError(j.seq, a)
 			if err == nil {
 				want = append(want, "ok")
 				break
@@ -446,19 +447,19 @@ func TestFault13PoisonAndTransient(t *testing.T) {
 				j.id, j.seq, j.attempts, j.processed, j.failed, wfStr(j.lastError), j.callAttempts, j.outcomes, len(want), want, wfStr(wantLast))
 		}
 	}
-	bad.done()
+	bad.Done()
 	if len(jobs) != len(all) {
 		t.Errorf("%d jobs ran, %d were enqueued", len(jobs), len(all))
 	}
-	audit := checkAudit(t, e.db, kindName, kindName)
+	audit := faultkit.CheckAudit(t, e.DB, kindName, kindName)
 	if audit.Completions != len(all) {
 		t.Errorf("%d completions (processed or failed) of %d jobs: want exactly one each", audit.Completions, len(all))
 	}
-	lost, dups := wfTally(t, e.db, kindName, kindName, all, func(id int64) bool { return poison[id] })
+	lost, dups := wfTally(t, e.DB, kindName, kindName, all, func(id int64) bool { return poison[id] })
 	if dups != 0 {
 		t.Errorf("%d jobs ran to ok more than once; no lease was lost here", dups)
 	}
-	sum := mpSumStats(t, workers)
+	sum := faultkit.SumStats(t, workers)
 	if sum.Failed != int64(len(poison)) || sum.Retried != int64(2*(len(poison)+transient)) || sum.Processed != int64(clean+transient) ||
 		sum.StaleFinishes != 0 || sum.LeasesLost != 0 || sum.Rescued != 0 {
 		t.Errorf("the workers' stats: %+v; want %d failed, %d retried, %d processed, nothing stale, lost or rescued",
@@ -467,9 +468,9 @@ func TestFault13PoisonAndTransient(t *testing.T) {
 	if len(poison) == 0 || transient == 0 {
 		t.Errorf("%d poison and %d transient jobs: the failing stretch offered none", len(poison), transient)
 	}
-	faultFigures(t, "13 poison and transient",
-		"throughput_before", before.rate(t, e.db, kindName), "throughput_during", during.rate(t, e.db, kindName),
-		"throughput_after", after.rate(t, e.db, kindName), "offered", rate,
+	faultkit.ReportFigures(t, "13 poison and transient",
+		"throughput_before", before.rate(t, e.DB, kindName), "throughput_during", during.rate(t, e.DB, kindName),
+		"throughput_after", after.rate(t, e.DB, kindName), "offered", rate,
 		"recovery", max(lastFailing.Sub(during.to), 0), "jobs", sent, "poison_failed", len(poison), "transient_processed_on_3rd", transient,
 		"clean_processed_on_1st", clean, "attempts", sum.Processed+sum.Retried+sum.Failed, "duplicates", dups, "lost", lost)
 }
@@ -486,7 +487,7 @@ func TestFault13PoisonAndTransient(t *testing.T) {
 // jobs' finishes are refused, the blocked job's while its retry still holds the row. Over the whole
 // run every second has exactly one firing and one job.
 func TestFault11LeaderStalled(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		leaseTTL   = 3 * time.Second
 		rescue     = 200 * time.Millisecond
@@ -501,38 +502,38 @@ func TestFault11LeaderStalled(t *testing.T) {
 		maxLag = leaderTTL + 2*time.Second
 	)
 	ctx := context.Background()
-	mpReserve(t, 3)
+	faultkit.Reserve(t, 3)
 	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	tickKind, err := wfDefineTickKind(tick)
+	e := faultkit.NewWorld(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
+	tickKind, err := faultkit.DefineTickKind(tick)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addKindTable(t, e, tickKind)
-	for _, k := range []string{mpKindName, tick} {
-		installAudit(t, e.db, e.schema.Name, k)
-		installWriteLog(t, e.db, e.schema.Name, k)
+	for _, k := range []string{faultkit.KeyedKind, tick} {
+		faultkit.InstallAudit(t, e.DB, e.Schema.Name, k)
+		installWriteLog(t, e.DB, e.Schema.Name, k)
 	}
 	installLeaderLog(t, e, tick)
 	const blockedBlog = 1001
-	blocked, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blockedBlog})
+	blocked, err := dispatcher.Enqueue(ctx, e.DB, e.Kind, faultkit.KeyedJob{BlogID: blockedBlog})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes := newWFNodes()
-	settings := func(node string) mpWorkerSettings {
+	settings := func(node string) faultkit.WorkerSettings {
 		s := nodes.settings(t, e, node)
 		s.BlockBlogs = []int64{blockedBlog} // every attempt, until released; by blog, so that the tick job of its id does not block
 		s.SleepMin, s.SleepMax = 2*time.Millisecond, 5*time.Millisecond
 		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval, s.RetryDelay = leaseTTL, rescue, leaderTTL, 200*time.Millisecond, retryDelay
-		s.Extra = map[string]string{wfEnvTickKind: tick}
+		s.TickKind = tick
 		return s
 	}
 	// The leader starts alone and takes every lease, and the blocked job; then the two others.
-	leader := mpStartWorker(t, settings("leader"))
-	leases := []string{"rescue:" + mpKindName, "rescue:" + tick, "prune:" + tick, "schedule:" + tick}
+	leader := faultkit.StartWorker(t, settings("leader"))
+	leases := []string{"rescue:" + faultkit.KeyedKind, "rescue:" + tick, "prune:" + tick, "schedule:" + tick}
 	leadsAll := func() bool {
-		held := wfLeases(t, e.db)
+		held := wfLeases(t, e.DB)
 		for _, l := range leases {
 			if held[l] != leader.Name {
 				return false
@@ -540,73 +541,73 @@ func TestFault11LeaderStalled(t *testing.T) {
 		}
 		return true
 	}
-	mpWaitFor(t, "the leader to hold every lease and run the blocked job", 60*time.Second, func() bool {
-		return leadsAll() && wfCallCount(t, e.db, "", blocked.ID) == 1
+	faultkit.WaitFor(t, "the leader to hold every lease and run the blocked job", 60*time.Second, func() bool {
+		return leadsAll() && wfCallCount(t, e.DB, "", blocked.ID) == 1
 	})
-	others := []*mpWorker{mpStartWorker(t, settings("w2")), mpStartWorker(t, settings("w3"))}
-	all := append([]*mpWorker{leader}, others...)
-	mpWaitReady(t, 60*time.Second, others...)
+	others := []*faultkit.Worker{faultkit.StartWorker(t, settings("w2")), faultkit.StartWorker(t, settings("w3"))}
+	all := append([]*faultkit.Worker{leader}, others...)
+	faultkit.WaitReady(t, 60*time.Second, others...)
 	var ids wfIDs
 	stopLoad := wfSteady(t, rate, wfKeyedLoad(e, 1, blogs, &ids))
 	time.Sleep(time.Second)
 	before := wfMeasure(t, e, window)
 	if !leadsAll() {
-		t.Fatalf("before the stall the leases are held by %v; want every one by %s", wfLeases(t, e.db), leader.Name)
+		t.Fatalf("before the stall the leases are held by %v; want every one by %s", wfLeases(t, e.DB), leader.Name)
 	}
 
 	leaderApp := nodes.app(leader.Name)
 	stoppedAt, resume := wfStopInRound(t, e, leader, leaderApp)
 	wfUntil(t, e, stoppedAt.Add(stall))
 	wfAlive(t, "during the stall", all...)
-	heldInStall := wfLeases(t, e.db)
-	resumedAt := e.dbNow(t)
+	heldInStall := wfLeases(t, e.DB)
+	resumedAt := e.Now(t)
 	resume()
 	during := wfWindow{from: stoppedAt, to: resumedAt}
 	// Woken, the stalled worker abandons the blocked job (its lease is gone) and sends its finish while
 	// the retry still holds the row: the finish statement under way when the handler ended may not
 	// carry it, the next one does.
 	var abandoned time.Time
-	mpWaitFor(t, "the stalled worker to abandon the blocked job", 30*time.Second, func() bool {
-		calls := wfCalls(t, e.db, "", blocked.ID)
+	faultkit.WaitFor(t, "the stalled worker to abandon the blocked job", 30*time.Second, func() bool {
+		calls := wfCalls(t, e.DB, "", blocked.ID)
 		if len(calls) == 0 || calls[0].EndedAt == nil {
 			return false
 		}
 		abandoned = *calls[0].EndedAt
 		return true
 	})
-	mpWaitFor(t, "the stalled worker's finish of the blocked job", 30*time.Second, func() bool {
-		return len(wfWritesOf(t, e.db, mpKindName, leaderApp, abandoned, "finish")) >= 2
+	faultkit.WaitFor(t, "the stalled worker's finish of the blocked job", 30*time.Second, func() bool {
+		return len(wfWritesOf(t, e.DB, faultkit.KeyedKind, leaderApp, abandoned, "finish")) >= 2
 	})
-	e.release(t, blocked.ID)
+	e.Release(t, blocked.ID)
 	after := wfMeasure(t, e, window)
 	sent := stopLoad()
 	keyedIDs := append(ids.all(), blocked.ID)
-	wfWaitProcessed(t, e.db, mpKindName, keyedIDs, 60*time.Second)
+	wfWaitProcessed(t, e.DB, faultkit.KeyedKind, keyedIDs, 60*time.Second)
 	var tickIDs []int64
-	rows, err := e.db.Query(ctx, `SELECT id FROM mp_tick`)
+	rows, err := e.DB.Query(ctx, `SELECT id FROM mp_tick`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tickIDs, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
 		t.Fatal(err)
 	}
-	wfWaitProcessed(t, e.db, tick, tickIDs, 60*time.Second)
+	wfWaitProcessed(t, e.DB, tick, tickIDs, 60*time.Second)
 	wfAlive(t, "after the stall", all...)
-	mpTerminate(t, all...)
-	e.checkQuiet(t)
+	faultkit.Terminate(t, all...)
+	e.CheckQuiet(t)
 
-	keyedAudit := checkAudit(t, e.db, mpKindName, "")
-	tickAudit := checkAudit(t, e.db, tick, tick)
-	lost, dups := wfTally(t, e.db, mpKindName, "", keyedIDs, nil)
-	lostTicks, dupTicks := wfTally(t, e.db, tick, tick, tickIDs, nil)
-	holders := wfCheckKeyOverlap(t, e.db, 1)
+	keyedAudit := faultkit.CheckAudit(t, e.DB, faultkit.KeyedKind, "")
+	tickAudit := faultkit.CheckAudit(t, e.DB, tick, tick)
+	lost, dups := wfTally(t, e.DB, faultkit.KeyedKind, "", keyedIDs, nil)
+	lostTicks, dupTicks := wfTally(t, e.DB, tick, tick, tickIDs, nil)
+	holders := wfCheckKeyOverlap(t, e.DB, 1)
 
 	// Every lease passed to another node within its lapse and a renewal or two.
 	var takeover time.Duration
 	for _, l := range leases {
 		var holder string
 		var at time.Time
-		if err := e.db.QueryRow(ctx, `SELECT holder, at FROM wf_leaders WHERE name = $1 AND at > $2 ORDER BY n LIMIT 1`, l, stoppedAt).
+		if err := e.DB.QueryRow(ctx, `SELECT holder, at FROM wf_leaders WHERE name = $1 AND at > $2 ORDER BY n LIMIT 1`, l, stoppedAt).
 			Scan(&holder, &at); err != nil || holder == leader.Name || at.After(stoppedAt.Add(leaderTTL+time.Second)) {
 			t.Errorf("lease %s after the stall: first taken by %q at %v after the stop (%v); want another node within %v",
 				l, holder, at.Sub(stoppedAt), err, leaderTTL+time.Second)
@@ -620,7 +621,7 @@ func TestFault11LeaderStalled(t *testing.T) {
 	// The schedule: one firing and one job for every second of the run, each fired on time but for the
 	// change of leader, by the other nodes during the stall, and none by the stalled one once it had
 	// lost the lease, but after it took it back.
-	rows, err = e.db.Query(ctx, `SELECT f.instant, f.job_id, j.process_after, j.attempts_made, coalesce(w.app, ''), w.at
+	rows, err = e.DB.Query(ctx, `SELECT f.instant, f.job_id, j.process_after, j.attempts_made, coalesce(w.app, ''), w.at
 		FROM jobpipe_schedule_firings f LEFT JOIN mp_tick j ON j.id = f.job_id LEFT JOIN wf_firings w ON w.instant = f.instant
 		WHERE f.name = $1 ORDER BY f.instant`, tick)
 	if err != nil {
@@ -642,7 +643,7 @@ func TestFault11LeaderStalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var leaderBack *time.Time
-	if err := e.db.QueryRow(ctx, `SELECT min(at) FROM wf_leaders WHERE name = $1 AND holder = $2 AND at > $3`,
+	if err := e.DB.QueryRow(ctx, `SELECT min(at) FROM wf_leaders WHERE name = $1 AND holder = $2 AND at > $3`,
 		"schedule:"+tick, leader.Name, stoppedAt).Scan(&leaderBack); err != nil {
 		t.Fatal(err)
 	}
@@ -679,7 +680,7 @@ func TestFault11LeaderStalled(t *testing.T) {
 	if want := int(stall/time.Second) - 3; byOthersInStall < want {
 		t.Errorf("%d instants fired by the other nodes during the %v stall; want at least %d", byOthersInStall, stall, want)
 	}
-	if len(firings) < 20 || len(tickIDs) != len(firings) || wfCount(t, e.db, `SELECT count(DISTINCT job_id) FROM jobpipe_schedule_firings`) != len(firings) {
+	if len(firings) < 20 || len(tickIDs) != len(firings) || wfCount(t, e.DB, `SELECT count(DISTINCT job_id) FROM jobpipe_schedule_firings`) != len(firings) {
 		t.Errorf("%d firings, %d jobs of the schedule's kind: want one job per instant, over 20 s at least", len(firings), len(tickIDs))
 	}
 	var fired int64
@@ -695,40 +696,40 @@ func TestFault11LeaderStalled(t *testing.T) {
 	// The stalled leader's jobs were rescued by the new rescue leader during the stall, once each;
 	// the stalled worker, woken, rescued nothing.
 	var rescuedByOthers, staleRescues int
-	for _, k := range []string{mpKindName, tick} {
+	for _, k := range []string{faultkit.KeyedKind, tick} {
 		for _, w := range others {
-			rescuedByOthers += wfRowsChanged(wfWritesOf(t, e.db, k, nodes.app(w.Name), stoppedAt, "rescue"))
+			rescuedByOthers += wfRowsChanged(wfWritesOf(t, e.DB, k, nodes.app(w.Name), stoppedAt, "rescue"))
 		}
-		staleRescues += wfRowsChanged(wfWritesOf(t, e.db, k, leaderApp, stoppedAt, "rescue"))
+		staleRescues += wfRowsChanged(wfWritesOf(t, e.DB, k, leaderApp, stoppedAt, "rescue"))
 	}
-	fromLeader := wfRescues(t, e.db, mpKindName, " AND old_owner = $2", leader.Name) + wfRescues(t, e.db, tick, " AND old_owner = $2", leader.Name)
+	fromLeader := wfRescues(t, e.DB, faultkit.KeyedKind, " AND old_owner = $2", leader.Name) + wfRescues(t, e.DB, tick, " AND old_owner = $2", leader.Name)
 	if staleRescues != 0 || rescuedByOthers < fromLeader || fromLeader < 1 {
 		t.Errorf("after the stop: the other nodes' rescues took %d jobs, the stalled worker's %d; the stalled worker's jobs rescued: %d",
 			rescuedByOthers, staleRescues, fromLeader)
 	}
-	if n := wfCount(t, e.db, `SELECT count(*) FROM (SELECT 1 FROM fault_audit WHERE old_state = 'running' AND new_token > old_token
+	if n := wfCount(t, e.DB, `SELECT count(*) FROM (SELECT 1 FROM fault_audit WHERE old_state = 'running' AND new_token > old_token
 		GROUP BY kind, job_id, old_token HAVING count(*) > 1) x`); n != 0 {
 		t.Errorf("%d leases rescued more than once", n)
 	}
-	calls := wfCalls(t, e.db, "", blocked.ID)
+	calls := wfCalls(t, e.DB, "", blocked.ID)
 	if len(calls) != 2 || calls[0].Pid != leader.Pid || calls[0].EndedAt == nil || !calls[0].EndedAt.After(resumedAt) ||
 		calls[0].Outcome == nil || !strings.HasPrefix(*calls[0].Outcome, dispatcher.ErrLeaseLost.Error()) ||
 		calls[1].Pid == leader.Pid || calls[1].Attempt != 2 || calls[1].Outcome == nil || *calls[1].Outcome != "ok" || !calls[1].StartedAt.Before(resumedAt) {
 		t.Errorf("the blocked job's calls %v; want the stalled worker's abandoned once it woke, and a retry elsewhere during the stall", calls)
 	}
-	if row := e.row(t, blocked.ID); !row.Processed || row.Attempts != 2 {
+	if row := e.Row(t, blocked.ID); !row.Processed || row.Attempts != 2 {
 		t.Errorf("the blocked job's row %+v; want processed on attempt 2", row)
 	}
 	if st := leader.Stats(); st == nil || st.StaleFinishes < 1 || st.LeasesLost < 1 {
 		t.Errorf("the stalled worker's stats %+v; want its lost leases and refused finishes counted", st)
 	}
 	var firstByOthers time.Time
-	if err := e.db.QueryRow(ctx, `SELECT min(at) FROM wf_firings WHERE app <> $1 AND at > $2`, leaderApp, stoppedAt).Scan(&firstByOthers); err != nil {
+	if err := e.DB.QueryRow(ctx, `SELECT min(at) FROM wf_firings WHERE app <> $1 AND at > $2`, leaderApp, stoppedAt).Scan(&firstByOthers); err != nil {
 		t.Fatal(err)
 	}
-	faultFigures(t, "11 leader stalled",
-		"throughput_before", before.rate(t, e.db, ""), "throughput_during", during.rate(t, e.db, ""),
-		"throughput_after", after.rate(t, e.db, ""), "offered", rate,
+	faultkit.ReportFigures(t, "11 leader stalled",
+		"throughput_before", before.rate(t, e.DB, ""), "throughput_during", during.rate(t, e.DB, ""),
+		"throughput_after", after.rate(t, e.DB, ""), "offered", rate,
 		"recovery", firstByOthers.Sub(stoppedAt), "stalled_for", resumedAt.Sub(stoppedAt), "leases_taken_over_within", takeover,
 		"firings", len(firings), "fired_by_others_in_stall", byOthersInStall, "firing_lag_max_in_stall", stallLag, "firing_lag_max", maxLagSeen,
 		"stale_firings", staleFirings, "stalled_jobs_rescued", fromLeader, "stale_rescues", staleRescues,
@@ -750,7 +751,7 @@ func TestFault11LeaderStalled(t *testing.T) {
 // attempts_made one plus its rescues; nothing is lost; no blog ever has two attempts holding it;
 // each blog's jobs start in order.
 func TestFault08RepeatedKills(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		leaseTTL   = 3 * time.Second
 		rescue     = 200 * time.Millisecond
@@ -764,29 +765,29 @@ func TestFault08RepeatedKills(t *testing.T) {
 		kills      = 6
 		window     = 10 * time.Second // before the kills; the 12 s after them measure the 99%
 	)
-	mpReserve(t, workers)
+	faultkit.Reserve(t, workers)
 	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	plain := e.addPlainKind(t, wfPlainKind, retryDelay)
-	installAudit(t, e.db, e.schema.Name, mpKindName)
-	installAudit(t, e.db, e.schema.Name, wfPlainKind)
-	e.installOrderCheck(t)
-	settings := func(node string) mpWorkerSettings {
-		s := e.worker(node)
+	e := faultkit.NewWorld(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
+	plain := e.AddPlainKind(t, wfPlainKind, retryDelay)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, wfPlainKind)
+	e.InstallOrderCheck(t)
+	settings := func(node string) faultkit.WorkerSettings {
+		s := e.WorkerSettings(node)
 		s.SleepMin, s.SleepMax, s.Concurrency = 2*time.Millisecond, 5*time.Millisecond, 8
 		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval, s.RetryDelay = leaseTTL, rescue, leaderTTL, 200*time.Millisecond, retryDelay
-		s.Extra = map[string]string{mpEnvPlainKind: wfPlainKind}
+		s.PlainKind = wfPlainKind
 		return s
 	}
-	slots := make([]*mpWorker, workers)
+	slots := make([]*faultkit.Worker, workers)
 	for i := range slots {
-		slots[i] = mpStartWorker(t, settings(fmt.Sprintf("w%d", i+1)))
+		slots[i] = faultkit.StartWorker(t, settings(fmt.Sprintf("w%d", i+1)))
 	}
-	mpWaitReady(t, 60*time.Second, slots...)
+	faultkit.WaitReady(t, 60*time.Second, slots...)
 	var plainIDs, keyedIDs wfIDs
 	stopPlain := wfSteady(t, plainRate, wfPlainLoad(e, plain, func(k int) int64 { return int64(k) }, &plainIDs))
 	stopKeyed := wfSteady(t, keyedRate, wfKeyedLoad(e, 1, blogs, &keyedIDs))
-	stopTimeline := wfTimeline(t, e, 4*time.Second, map[string]string{wfPlainKind: wfPlainKind, mpKindName: ""})
+	stopTimeline := wfTimeline(t, e, 4*time.Second, map[string]string{wfPlainKind: wfPlainKind, faultkit.KeyedKind: ""})
 	time.Sleep(2 * time.Second)
 	before := wfMeasure(t, e, window)
 
@@ -796,7 +797,7 @@ func TestFault08RepeatedKills(t *testing.T) {
 		held                int // the jobs it held when chosen
 	}
 	var done []kill
-	during := wfWindow{from: e.dbNow(t)}
+	during := wfWindow{from: e.Now(t)}
 	for i := range kills {
 		wfUntil(t, e, during.from.Add(time.Duration(i)*every))
 		wfAlive(t, "before a kill", slots...)
@@ -805,7 +806,7 @@ func TestFault08RepeatedKills(t *testing.T) {
 		var held map[string]int
 		slot := i % workers
 		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			held = wfLeasedBy(t, e.db, mpKindName, wfPlainKind)
+			held = wfLeasedBy(t, e.DB, faultkit.KeyedKind, wfPlainKind)
 			for j := range workers {
 				if c := (i + j) % workers; held[slots[c].Name] > held[slots[slot].Name] {
 					slot = c
@@ -817,36 +818,36 @@ func TestFault08RepeatedKills(t *testing.T) {
 		}
 		victim := slots[slot]
 		victim.Kill(t)
-		at := e.dbNow(t)
-		slots[slot] = mpStartWorker(t, settings(fmt.Sprintf("w%d-%d", slot+1, i+1)))
+		at := e.Now(t)
+		slots[slot] = faultkit.StartWorker(t, settings(fmt.Sprintf("w%d-%d", slot+1, i+1)))
 		done = append(done, kill{victim: victim.Name, replacement: slots[slot].Name, at: at, held: held[victim.Name]})
-		mpWaitReady(t, every, slots[slot])
+		faultkit.WaitReady(t, every, slots[slot])
 	}
 	wfUntil(t, e, during.from.Add(kills*every))
-	during.to = e.dbNow(t)
+	during.to = e.Now(t)
 	wfAlive(t, "after the kills", slots...)
 	after := wfMeasure(t, e, window+2*time.Second)
 	sentPlain, sentKeyed := stopPlain(), stopKeyed()
 	stopTimeline()
 	plainAll, keyedAll := plainIDs.all(), keyedIDs.all()
-	wfWaitProcessed(t, e.db, wfPlainKind, plainAll, 60*time.Second)
-	wfWaitProcessed(t, e.db, mpKindName, keyedAll, 60*time.Second)
+	wfWaitProcessed(t, e.DB, wfPlainKind, plainAll, 60*time.Second)
+	wfWaitProcessed(t, e.DB, faultkit.KeyedKind, keyedAll, 60*time.Second)
 	wfAlive(t, "after the load", slots...)
-	mpTerminate(t, slots...)
-	e.checkQuiet(t)
+	faultkit.Terminate(t, slots...)
+	e.CheckQuiet(t)
 
-	keyedAudit := checkAudit(t, e.db, mpKindName, "")
-	plainAudit := checkAudit(t, e.db, wfPlainKind, wfPlainKind)
+	keyedAudit := faultkit.CheckAudit(t, e.DB, faultkit.KeyedKind, "")
+	plainAudit := faultkit.CheckAudit(t, e.DB, wfPlainKind, wfPlainKind)
 	if keyedAudit.Completions != len(keyedAll) || plainAudit.Completions != len(plainAll) {
 		t.Errorf("completions: keyed %d of %d jobs, plain %d of %d: want exactly one each",
 			keyedAudit.Completions, len(keyedAll), plainAudit.Completions, len(plainAll))
 	}
-	lostPlain, dupPlain := wfTally(t, e.db, wfPlainKind, wfPlainKind, plainAll, nil)
-	lostKeyed, dupKeyed := wfTally(t, e.db, mpKindName, "", keyedAll, nil)
-	holders := wfCheckKeyOverlap(t, e.db, 1)
-	e.checkOrder(t)
-	for _, table := range []string{mpKindName, wfPlainKind} {
-		if n := wfCount(t, e.db, `SELECT count(*) FROM `+table+` j WHERE j.attempts_made <> 1 + (SELECT count(*) FROM fault_audit a
+	lostPlain, dupPlain := wfTally(t, e.DB, wfPlainKind, wfPlainKind, plainAll, nil)
+	lostKeyed, dupKeyed := wfTally(t, e.DB, faultkit.KeyedKind, "", keyedAll, nil)
+	holders := wfCheckKeyOverlap(t, e.DB, 1)
+	e.CheckOrder(t)
+	for _, table := range []string{faultkit.KeyedKind, wfPlainKind} {
+		if n := wfCount(t, e.DB, `SELECT count(*) FROM `+table+` j WHERE j.attempts_made <> 1 + (SELECT count(*) FROM fault_audit a
 			WHERE a.kind = $1 AND a.job_id = j.id AND a.old_state = 'running' AND a.new_token > a.old_token)`, table); n != 0 {
 			t.Errorf("%s: %d jobs whose attempts_made is not one plus their rescues", table, n)
 		}
@@ -857,7 +858,7 @@ func TestFault08RepeatedKills(t *testing.T) {
 	for _, k := range done {
 		var n int
 		var last *time.Time
-		if err := e.db.QueryRow(context.Background(), `SELECT count(*), max(c.at) FROM fault_audit r JOIN fault_audit c ON c.kind = r.kind
+		if err := e.DB.QueryRow(context.Background(), `SELECT count(*), max(c.at) FROM fault_audit r JOIN fault_audit c ON c.kind = r.kind
 			AND c.job_id = r.job_id AND c.old_state = 'running' AND c.new_state = 'processed'
 			WHERE r.old_owner = $1 AND r.old_state = 'running' AND r.new_token > r.old_token`, k.victim).Scan(&n, &last); err != nil {
 			t.Fatal(err)
@@ -884,7 +885,7 @@ func TestFault08RepeatedKills(t *testing.T) {
 	// baseline is capped at the offered rate.
 	kinds := []string{wfPlainKind, ""}
 	offered := plainRate + keyedRate
-	measured, mid, end := before.rate(t, e.db, kinds...), during.rate(t, e.db, kinds...), after.rate(t, e.db, kinds...)
+	measured, mid, end := before.rate(t, e.DB, kinds...), during.rate(t, e.DB, kinds...), after.rate(t, e.DB, kinds...)
 	base := min(measured, offered)
 	if measured < 0.95*offered {
 		t.Errorf("before any kill the workers completed %.1f jobs/s of the %.0f offered: the machine did not sustain the load, and the "+
@@ -894,14 +895,14 @@ func TestFault08RepeatedKills(t *testing.T) {
 		t.Errorf("throughput %.1f jobs/s before (baseline %.1f), %.1f during the kills (%.1f%%), %.1f after (%.1f%%): want at least 95%% during and 99%% after",
 			measured, base, mid, 100*mid/base, end, 100*end/base)
 	}
-	p50b, p99b := wfLatency(t, e.db, mpKindName, before.from, before.to)
-	p50d, p99d := wfLatency(t, e.db, mpKindName, during.from, during.to)
-	p50a, p99a := wfLatency(t, e.db, mpKindName, after.from, after.to)
-	faultFigures(t, "08 repeated kills",
+	p50b, p99b := wfLatency(t, e.DB, faultkit.KeyedKind, before.from, before.to)
+	p50d, p99d := wfLatency(t, e.DB, faultkit.KeyedKind, during.from, during.to)
+	p50a, p99a := wfLatency(t, e.DB, faultkit.KeyedKind, after.from, after.to)
+	faultkit.ReportFigures(t, "08 repeated kills",
 		"throughput_before", measured, "throughput_during", mid, "throughput_after", end, "offered", offered, "baseline", base,
 		"during_pct", 100*mid/base, "after_pct", 100*end/base,
-		"plain_before", before.rate(t, e.db, wfPlainKind), "plain_during", during.rate(t, e.db, wfPlainKind), "plain_after", after.rate(t, e.db, wfPlainKind),
-		"keyed_before", before.rate(t, e.db, ""), "keyed_during", during.rate(t, e.db, ""), "keyed_after", after.rate(t, e.db, ""),
+		"plain_before", before.rate(t, e.DB, wfPlainKind), "plain_during", during.rate(t, e.DB, wfPlainKind), "plain_after", after.rate(t, e.DB, wfPlainKind),
+		"keyed_before", before.rate(t, e.DB, ""), "keyed_during", during.rate(t, e.DB, ""), "keyed_after", after.rate(t, e.DB, ""),
 		"keyed_latency_p50_before", p50b, "keyed_latency_p99_before", p99b, "keyed_latency_p50_during", p50d, "keyed_latency_p99_during", p99d,
 		"keyed_latency_p50_after", p50a, "keyed_latency_p99_after", p99a,
 		"recovery", recovery, "kills", kills, "stranded_jobs", stranded, "rescues", keyedAudit.Rescues+plainAudit.Rescues,

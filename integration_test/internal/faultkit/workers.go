@@ -1,4 +1,4 @@
-package integration_test
+package faultkit
 
 // The test side of worker processes: starting them, reading what they report, signalling them, and
 // making sure none outlives its test.
@@ -18,8 +18,8 @@ import (
 	"github.com/jobpipe/jobpipe/dispatcher"
 )
 
-// mpWorkerSettings configure one worker process; zero durations leave dispatcher defaults.
-type mpWorkerSettings struct {
+// WorkerSettings configure one worker process; zero durations leave dispatcher defaults.
+type WorkerSettings struct {
 	DatabaseURL string
 	RedisAddrs  []string
 	RedisPrefix string
@@ -36,21 +36,28 @@ type mpWorkerSettings struct {
 	Concurrency                                                   int
 	KeyRunJobs                                                    int // Config.KeyRunJobs; 0: the default
 
-	// Extra is more environment for the worker: the settings of the extras in mpWorkerExtras.
-	Extra map[string]string
+	// The kinds a worker works besides the keyed one (see workerExtras); "" or false: not that one.
+	PlainKind string // the plain kind of this name (PlainJob)
+	InputKind string // the bad-input scenario's kind of this name (InputJob)
+	TickKind  string // the kind of this name with a schedule of the same name firing every second
+	FlakyKind string // the plain kind of this name whose jobs fail by FlakyError
+	Probes    bool   // the probe kind (ProbeJob), whose jobs time their own heartbeats
+
+	// LedgerURL gives the worker's ledger a pool of its own on this server ("": the worker's database).
+	LedgerURL string
 }
 
-func (s mpWorkerSettings) environ() []string {
+func (s WorkerSettings) environ() []string {
 	env := append(os.Environ(),
-		mpWorkerEnv+"=1",
-		mpEnvDatabaseURL+"="+s.DatabaseURL,
-		mpEnvRedis+"="+strings.Join(s.RedisAddrs, ","),
-		mpEnvPrefix+"="+s.RedisPrefix,
-		mpEnvKind+"="+s.Kind,
-		mpEnvNode+"="+s.Node,
-		mpEnvSleepMin+"="+s.SleepMin.String(),
-		mpEnvSleepMax+"="+s.SleepMax.String(),
-		mpEnvBlockUpTo+"="+strconv.Itoa(s.BlockUpToAttempt),
+		WorkerModeEnv+"=1",
+		envDatabaseURL+"="+s.DatabaseURL,
+		envRedis+"="+strings.Join(s.RedisAddrs, ","),
+		envPrefix+"="+s.RedisPrefix,
+		envKind+"="+s.Kind,
+		envNode+"="+s.Node,
+		envSleepMin+"="+s.SleepMin.String(),
+		envSleepMax+"="+s.SleepMax.String(),
+		envBlockUpTo+"="+strconv.Itoa(s.BlockUpToAttempt),
 	)
 	list := func(ids []int64) string {
 		var out []string
@@ -59,30 +66,36 @@ func (s mpWorkerSettings) environ() []string {
 		}
 		return strings.Join(out, ",")
 	}
-	env = append(env, mpEnvBlockIDs+"="+list(s.BlockIDs), mpEnvBlockBlogs+"="+list(s.BlockBlogs))
-	for key, d := range map[string]time.Duration{mpEnvLeaseTTL: s.LeaseTTL, mpEnvRescue: s.RescueInterval,
-		mpEnvLeaderTTL: s.LeaderTTL, mpEnvPoll: s.PollInterval, mpEnvRetryDelay: s.RetryDelay} {
+	env = append(env, envBlockIDs+"="+list(s.BlockIDs), envBlockBlogs+"="+list(s.BlockBlogs))
+	for key, d := range map[string]time.Duration{envLeaseTTL: s.LeaseTTL, envRescue: s.RescueInterval,
+		envLeaderTTL: s.LeaderTTL, envPoll: s.PollInterval, envRetryDelay: s.RetryDelay} {
 		if d != 0 {
 			env = append(env, key+"="+d.String())
 		}
 	}
 	if s.Concurrency != 0 {
-		env = append(env, mpEnvConcurrency+"="+strconv.Itoa(s.Concurrency))
+		env = append(env, envConcurrency+"="+strconv.Itoa(s.Concurrency))
 	}
 	if s.KeyRunJobs != 0 {
-		env = append(env, mpEnvKeyRunJobs+"="+strconv.Itoa(s.KeyRunJobs))
+		env = append(env, envKeyRunJobs+"="+strconv.Itoa(s.KeyRunJobs))
 	}
 	if s.KeyLimit != 0 {
-		env = append(env, mpEnvKeyLimit+"="+strconv.Itoa(s.KeyLimit))
+		env = append(env, envKeyLimit+"="+strconv.Itoa(s.KeyLimit))
 	}
-	for key, v := range s.Extra {
-		env = append(env, key+"="+v)
+	for key, v := range map[string]string{envPlainKind: s.PlainKind, envInputKind: s.InputKind, envTickKind: s.TickKind,
+		envFlakyKind: s.FlakyKind, envLedgerURL: s.LedgerURL} {
+		if v != "" {
+			env = append(env, key+"="+v)
+		}
+	}
+	if s.Probes {
+		env = append(env, envProbes+"="+ProbeKind)
 	}
 	return env
 }
 
-// mpWorker is one running worker process.
-type mpWorker struct {
+// Worker is one running worker process.
+type Worker struct {
 	Name string
 	Pid  int
 
@@ -97,21 +110,21 @@ type mpWorker struct {
 	stats *dispatcher.Stats // reported on the way out
 }
 
-// mpStartWorker starts a worker process for t. Its stderr (the dispatcher's logs) goes to t.Log
+// StartWorker starts a worker process for t. Its stderr (the dispatcher's logs) goes to t.Log
 // prefixed by its name. It is killed when t ends, whatever the outcome.
-func mpStartWorker(t *testing.T, s mpWorkerSettings) *mpWorker {
+func StartWorker(t *testing.T, s WorkerSettings) *Worker {
 	t.Helper()
-	w := &mpWorker{Name: s.Node, ready: make(chan struct{}), done: make(chan struct{})}
+	w := &Worker{Name: s.Node, ready: make(chan struct{}), done: make(chan struct{})}
 	cmd := exec.CommandContext(t.Context(), os.Args[0])
 	cmd.Env = s.environ()
 	var readyOnce sync.Once
-	stdout := &mpLineWriter{fn: func(line string) {
+	stdout := &lineWriter{fn: func(line string) {
 		switch {
-		case line == mpReadyLine:
+		case line == readyLine:
 			readyOnce.Do(func() { close(w.ready) })
-		case strings.HasPrefix(line, mpStatsLine):
+		case strings.HasPrefix(line, statsLine):
 			var st dispatcher.Stats
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, mpStatsLine)), &st); err != nil {
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, statsLine)), &st); err != nil {
 				t.Errorf("%s: bad stats line %q: %v", w.Name, line, err)
 				return
 			}
@@ -122,10 +135,10 @@ func mpStartWorker(t *testing.T, s mpWorkerSettings) *mpWorker {
 			t.Logf("%s stdout: %s", w.Name, line)
 		}
 	}}
-	stderr := &mpLineWriter{fn: func(line string) { t.Logf("%s: %s", w.Name, line) }}
+	stderr := &lineWriter{fn: func(line string) { t.Logf("%s: %s", w.Name, line) }}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 5 * time.Second // bounds Wait should a pipe stay open
-	cmd.SysProcAttr = mpWorkerProcAttr()
+	cmd.SysProcAttr = workerProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start worker %s: %v", w.Name, err)
 	}
@@ -153,8 +166,8 @@ func mpStartWorker(t *testing.T, s mpWorkerSettings) *mpWorker {
 	return w
 }
 
-// mpWaitReady waits until every worker's dispatcher has started.
-func mpWaitReady(t *testing.T, within time.Duration, workers ...*mpWorker) {
+// WaitReady waits until every worker's dispatcher has started.
+func WaitReady(t *testing.T, within time.Duration, workers ...*Worker) {
 	t.Helper()
 	deadline := time.After(within)
 	for _, w := range workers {
@@ -169,7 +182,7 @@ func mpWaitReady(t *testing.T, within time.Duration, workers ...*mpWorker) {
 }
 
 // Kill sends SIGKILL and waits until the process is gone: a crash, nothing runs on the way out.
-func (w *mpWorker) Kill(t *testing.T) {
+func (w *Worker) Kill(t *testing.T) {
 	t.Helper()
 	if err := syscall.Kill(w.Pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill worker %s: %v", w.Name, err)
@@ -184,16 +197,26 @@ func (w *mpWorker) Kill(t *testing.T) {
 	}
 }
 
+// Exited reports whether the process has exited, and if so how it ended.
+func (w *Worker) Exited() (*os.ProcessState, bool) {
+	select {
+	case <-w.done:
+		return w.state, true
+	default:
+		return nil, false
+	}
+}
+
 // Stats returns the dispatcher's stats the worker reported when it stopped, or nil.
-func (w *mpWorker) Stats() *dispatcher.Stats {
+func (w *Worker) Stats() *dispatcher.Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.stats
 }
 
-// mpTerminate sends SIGTERM to every worker at once and checks that each exits with status 0 within
+// Terminate sends SIGTERM to every worker at once and checks that each exits with status 0 within
 // 10 s (the workers stop their dispatcher with a 10 s deadline). It returns how long each took.
-func mpTerminate(t *testing.T, workers ...*mpWorker) []time.Duration {
+func Terminate(t *testing.T, workers ...*Worker) []time.Duration {
 	t.Helper()
 	sent := time.Now()
 	for _, w := range workers {
@@ -217,14 +240,14 @@ func mpTerminate(t *testing.T, workers ...*mpWorker) []time.Duration {
 	return took
 }
 
-// mpLineWriter calls fn with each complete line written to it.
-type mpLineWriter struct {
+// lineWriter calls fn with each complete line written to it.
+type lineWriter struct {
 	mu  sync.Mutex
 	buf []byte
 	fn  func(line string)
 }
 
-func (w *mpLineWriter) Write(p []byte) (int, error) {
+func (w *lineWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf = append(w.buf, p...)
@@ -241,7 +264,7 @@ func (w *mpLineWriter) Write(p []byte) (int, error) {
 }
 
 // flush passes on a last line that had no newline.
-func (w *mpLineWriter) flush() {
+func (w *lineWriter) flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.buf) > 0 {
@@ -250,4 +273,4 @@ func (w *mpLineWriter) flush() {
 	}
 }
 
-func (w *mpWorker) String() string { return fmt.Sprintf("%s(pid %d)", w.Name, w.Pid) }
+func (w *Worker) String() string { return fmt.Sprintf("%s(pid %d)", w.Name, w.Pid) }
