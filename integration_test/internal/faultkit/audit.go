@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -143,20 +142,4 @@ func CheckAudit(t *testing.T, db *pgxpool.Pool, kind, ledgerKind string) AuditSu
 		}
 	}
 	return c
-}
-
-// LedgerRate is how many handler calls of ledgerKind ("" for the keyed kind) ended with "ok" per
-// second in [from, to), on the database's clock.
-func LedgerRate(t *testing.T, db *pgxpool.Pool, ledgerKind string, from, to time.Time) float64 {
-	t.Helper()
-	var lk any
-	if ledgerKind != "" {
-		lk = ledgerKind
-	}
-	var n int
-	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM mp_ledger
-		WHERE kind IS NOT DISTINCT FROM $1 AND outcome = 'ok' AND ended_at >= $2 AND ended_at < $3`, lk, from, to).Scan(&n); err != nil {
-		t.Fatalf("ledger rate: %v", err)
-	}
-	return float64(n) / to.Sub(from).Seconds()
 }

@@ -47,6 +47,17 @@ type WorkerSettings struct {
 	LedgerURL string
 }
 
+// Leases are the lease and maintenance settings of the workers of a scenario that loses leases on
+// purpose: short, so that a rescue comes within seconds.
+type Leases struct {
+	TTL, Rescue, LeaderTTL, Poll, RetryDelay time.Duration
+}
+
+// Apply sets s's LeaseTTL, RescueInterval, LeaderTTL, PollInterval and RetryDelay from l.
+func (l Leases) Apply(s *WorkerSettings) {
+	s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval, s.RetryDelay = l.TTL, l.Rescue, l.LeaderTTL, l.Poll, l.RetryDelay
+}
+
 func (s WorkerSettings) environ() []string {
 	env := append(os.Environ(),
 		WorkerModeEnv+"=1",

@@ -343,3 +343,15 @@ func (e *World) AddPlainKind(t *testing.T, name string, retryDelay time.Duration
 	}
 	return kind
 }
+
+// CreateKindTable creates the table of kind in e's schema.
+func CreateKindTable[T any](t *testing.T, e *World, kind *jobinfo.Kind[T]) {
+	t.Helper()
+	ddl, err := kind.TableSpec().CreateSQL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DB.Exec(context.Background(), ddl); err != nil {
+		t.Fatal(err)
+	}
+}
