@@ -9,89 +9,13 @@ package integration_test
 // through a link, so the witness sees what happened as it happened.
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"net/url"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/netfault"
 )
-
-// startLink starts a netfault link to upstream for t, closed when t ends.
-func startLink(t *testing.T, name, upstream string) *netfault.Link {
-	t.Helper()
-	l, err := netfault.Start(name, upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-	return l
-}
-
-// nfPostgresAddr is the host:port of the PostgreSQL server a URL names.
-func nfPostgresAddr(t *testing.T, rawURL string) string {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatalf("the test's database URL: %v", err)
-	}
-	host, port := u.Hostname(), u.Port()
-	if host == "" || strings.HasPrefix(host, "/") {
-		t.Skipf("the database URL %q names no TCP host, which a link needs", rawURL)
-	}
-	if port == "" {
-		port = "5432"
-	}
-	return net.JoinHostPort(host, port)
-}
-
-// nfVia is rawURL with its host and port replaced by addr: the same database, through a link.
-func nfVia(t *testing.T, rawURL, addr string) string {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatalf("the test's database URL: %v", err)
-	}
-	u.Host = addr
-	return u.String()
-}
-
-// nfRoundTrip times one round trip through link: a SELECT 1 when dbURL (the database's URL through
-// the link) is given, else a PING (the link leads to Redis).
-func nfRoundTrip(t *testing.T, link *netfault.Link, dbURL string) time.Duration {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if dbURL == "" {
-		c := redis.NewClient(&redis.Options{Addr: link.Addr(), ReadTimeout: 10 * time.Second, ContextTimeoutEnabled: true})
-		defer c.Close()
-		if err := c.Ping(ctx).Err(); err != nil { // connects first, so that only the PING is timed below
-			t.Fatalf("PING through %s: %v", link.Addr(), err)
-		}
-		began := time.Now()
-		if err := c.Ping(ctx).Err(); err != nil {
-			t.Fatalf("PING through %s: %v", link.Addr(), err)
-		}
-		return time.Since(began)
-	}
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatalf("connecting through %s: %v", link.Addr(), err)
-	}
-	defer conn.Close(context.Background())
-	began := time.Now()
-	if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {
-		t.Fatalf("SELECT 1 through %s: %v", link.Addr(), err)
-	}
-	return time.Since(began)
-}
 
 // Scenario 15: latency on a link, for 8 s between 8 s before and after, under two worker processes
 // working 100 keys at a steady 100 jobs/s with four probe jobs heartbeating every 200 ms (as in
@@ -110,83 +34,83 @@ func nfRoundTrip(t *testing.T, link *netfault.Link, dbURL string) time.Duration 
 func TestFault15NetworkLatency(t *testing.T) {
 	faultkit.SkipUnlessFaultSuite(t)
 	t.Run("one redis node of three", func(t *testing.T) {
-		nfLatency(t, nfLatencyCase{name: "15 latency on one redis node of 3 (+50ms each way)", redis: true,
+		runLatency(t, latencyCase{name: "15 latency on one redis node of 3 (+50ms each way)", redis: true,
 			latency: 50 * time.Millisecond, jitter: 10 * time.Millisecond})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		nfLatency(t, nfLatencyCase{name: "15 latency on postgres (+10ms each way)", latency: 10 * time.Millisecond})
+		runLatency(t, latencyCase{name: "15 latency on postgres (+10ms each way)", latency: 10 * time.Millisecond})
 	})
 }
 
-// nfLatencyCase is one link scenario 15 slows.
-type nfLatencyCase struct {
+// latencyCase is one link scenario 15 slows.
+type latencyCase struct {
 	name            string
 	redis           bool // the first Redis node's link; else PostgreSQL's
 	latency, jitter time.Duration
 }
 
-func nfLatency(t *testing.T, c nfLatencyCase) {
+func runLatency(t *testing.T, c latencyCase) {
 	const (
 		keyedRate = 100.0
 		phase     = 8 * time.Second
 		during    = 8 * time.Second
 		probes    = 4
-		lockBound = frCallTimeout + 250*time.Millisecond
-		beatBound = frCallTimeout + 500*time.Millisecond
+		lockBound = faultkit.LockCallTimeout + 250*time.Millisecond
+		beatBound = faultkit.LockCallTimeout + 500*time.Millisecond
 	)
 	faultkit.Reserve(t, 2)
-	e := newFREnv(t, 3, false, true)
+	e := faultkit.NewRedisWorld(t, faultkit.RedisWorldSpec{Nodes: 3, Probes: true})
 	var link *netfault.Link
 	var linkURL string // the database's URL through the link (PostgreSQL's case)
 	if c.redis {
-		link = startLink(t, "redis node 1", e.Addrs[0])
+		link = faultkit.StartLink(t, "redis node 1", e.Addrs[0])
 		// The workers and the lock probe reach the first node through the link; CheckQuiet still
 		// looks at it directly (e.nodes).
 		e.Addrs = append([]string{link.Addr()}, e.Addrs[1:]...)
 	} else {
-		link = startLink(t, "postgres", nfPostgresAddr(t, e.Schema.URL))
-		linkURL = nfVia(t, e.Schema.URL, link.Addr())
+		link = faultkit.StartLink(t, "postgres", faultkit.PostgresAddr(t, e.Schema.URL))
+		linkURL = faultkit.Via(t, e.Schema.URL, link.Addr())
 	}
-	workers := e.startWorkers(t, func(s *faultkit.WorkerSettings) {
-		frSettings(s)
+	workers := e.StartWorkers(t, func(s *faultkit.WorkerSettings) {
+		faultkit.ShortJobs(s)
 		if linkURL != "" {
 			s.DatabaseURL = linkURL
 			s.LedgerURL = e.Schema.URL
 		}
 	}, "w1", "w2")
-	load := e.startLoad(t, frLoadSpec{Keys: 100, KeyedRate: keyedRate, Probes: probes, LockProbe: true})
+	load := e.StartLoad(t, faultkit.LoadSpec{Keys: 100, KeyedRate: keyedRate, Probes: probes, LockProbe: true})
 	var slowed, healed time.Duration
-	w := e.phases(t, workers, phase, during, func() {
+	w := e.RunPhases(t, workers, phase, during, func() {
 		if err := link.Delay(c.latency, c.jitter); err != nil {
 			t.Fatal(err)
 		}
-		slowed = nfRoundTrip(t, link, linkURL)
+		slowed = faultkit.RoundTrip(t, link, linkURL)
 	}, func() {
 		if err := link.Heal(); err != nil {
 			t.Fatal(err)
 		}
-		healed = nfRoundTrip(t, link, linkURL)
+		healed = faultkit.RoundTrip(t, link, linkURL)
 	})
-	keyed, _ := load.stop(t)
-	e.logSeries(t, w)
+	keyed, _ := load.Stop(t)
+	e.LogSeries(t, w)
 
 	added := 2 * (c.latency - c.jitter) // the least a round trip gains
 	if slowed < added {
 		t.Errorf("a round trip through the slowed link took %v, want at least %v: the latency was not in force", slowed, added)
 	}
-	st, figs := e.finish(t, workers,
-		frKindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: keyed},
-		frKindJobs{Table: faultkit.ProbeKind, LedgerKind: faultkit.ProbeKind, Keyed: true, Jobs: load.probes})
+	st, figs := e.Finish(t, workers,
+		faultkit.KindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: keyed},
+		faultkit.KindJobs{Table: faultkit.ProbeKind, LedgerKind: faultkit.ProbeKind, Keyed: true, Jobs: load.Probes})
 	e.CheckConc(t, nil, 1)
-	r := w.rates(t, e.DB, "")
+	r := w.Rates(t, e.DB, "")
 	windows := [3][2]time.Time{{w.Start, w.Fault}, {w.Fault, w.Heal}, {w.Heal, w.End}}
-	var locks, beats, lags [3]frLatency
+	var locks, beats, lags [3]faultkit.Latency
 	for i, phase := range []string{"before", "during", "after"} {
-		locks[i] = load.locks.between(windows[i][0], windows[i][1])
-		beats[i] = e.heartbeats(t, windows[i][0], windows[i][1])
-		lags[i] = e.startLag(t, windows[i][0], windows[i][1])
-		frCheckBounded(t, "lock calls "+phase, locks[i], lockBound, true)
-		frCheckBounded(t, "heartbeats "+phase, beats[i], beatBound, true)
+		locks[i] = load.Locks.Between(windows[i][0], windows[i][1])
+		beats[i] = e.Heartbeats(t, windows[i][0], windows[i][1])
+		lags[i] = e.StartLag(t, windows[i][0], windows[i][1])
+		faultkit.CheckBounded(t, "lock calls "+phase, locks[i], lockBound, true)
+		faultkit.CheckBounded(t, "heartbeats "+phase, beats[i], beatBound, true)
 	}
 	if c.redis {
 		// A quorum of two answers at the speed of the fast nodes: the slow one's answers come later,
@@ -202,15 +126,15 @@ func nfLatency(t *testing.T, c nfLatencyCase) {
 		t.Errorf("duplicates %d and %d, stats %+v, keyed jobs %+v; want no duplicate, rescue, failure, stale finish, lease lost or retry, every job run once",
 			figs[0].Duplicates, figs[1].Duplicates, st, figs[0])
 	}
-	if r.During < frKeepUp*r.Before || r.After < frKeepUp*r.Before {
-		t.Errorf("keyed throughput before/during/after %.1f/%.1f/%.1f jobs/s: want at least %.0f%% of before throughout", r.Before, r.During, r.After, 100*frKeepUp)
+	if r.During < faultkit.KeepUp*r.Before || r.After < faultkit.KeepUp*r.Before {
+		t.Errorf("keyed throughput before/during/after %.1f/%.1f/%.1f jobs/s: want at least %.0f%% of before throughout", r.Before, r.During, r.After, 100*faultkit.KeepUp)
 	}
-	faultkit.ReportFigures(t, c.name, "fault", during, "offered", keyedRate, "round trip through the link slowed/healed", frJoin(slowed, healed),
+	faultkit.ReportFigures(t, c.name, "fault", during, "offered", keyedRate, "round trip through the link slowed/healed", faultkit.JoinDurations(slowed, healed),
 		"before", r.Before, "during", r.During, "after", r.After,
 		"duplicates", figs[0].Duplicates+figs[1].Duplicates, "lost", figs[0].Lost+figs[1].Lost,
-		"lock calls during", locks[1], "lock p99 before/during/after", frP99s(locks[:]),
-		"heartbeats during", beats[1], "heartbeat p50 before/during/after", frP50s(beats[:]),
-		"start lag p99 before/during/after", frP99s(lags[:]), "leases lost", st.LeasesLost, "claims released", st.Released)
+		"lock calls during", locks[1], "lock p99 before/during/after", faultkit.P99s(locks[:]),
+		"heartbeats during", beats[1], "heartbeat p50 before/during/after", faultkit.P50s(beats[:]),
+		"start lag p99 before/during/after", faultkit.P99s(lags[:]), "leases lost", st.LeasesLost, "claims released", st.Released)
 }
 
 // Scenario 16: one worker partitioned, for 12 s, from one of its servers, while two worker
@@ -237,29 +161,29 @@ func nfLatency(t *testing.T, c nfLatencyCase) {
 func TestFault16NetworkPartition(t *testing.T) {
 	faultkit.SkipUnlessFaultSuite(t)
 	t.Run("worker held off from postgres", func(t *testing.T) {
-		nfPartition(t, nfPartitionCase{name: "16 partition: a worker held off from postgres", postgres: true})
+		runPartition(t, partitionCase{name: "16 partition: a worker held off from postgres", postgres: true})
 	})
 	t.Run("worker cut off from redis", func(t *testing.T) {
-		nfPartition(t, nfPartitionCase{name: "16 partition: a worker cut off from redis (3 of 3 nodes)"})
+		runPartition(t, partitionCase{name: "16 partition: a worker cut off from redis (3 of 3 nodes)"})
 	})
 }
 
-// nfPartitionCase is one partition of scenario 16.
-type nfPartitionCase struct {
+// partitionCase is one partition of scenario 16.
+type partitionCase struct {
 	name     string
 	postgres bool // hold w1's link to PostgreSQL; else cut its links to every Redis node
 }
 
-func nfPartition(t *testing.T, c nfPartitionCase) {
+func runPartition(t *testing.T, c partitionCase) {
 	const (
 		phase, partition = 8 * time.Second, 12 * time.Second
 		keyedRate        = 60.0
 		plainRate        = 40.0
 		leaderTTL        = 4 * time.Second
-		heartbeatEvery   = frLeaseTTL / 3 // the default HeartbeatInterval
+		heartbeatEvery   = faultkit.RedisLeaseTTL / 3 // the default HeartbeatInterval
 	)
 	faultkit.Reserve(t, 2)
-	e := newFREnv(t, 3, true, false)
+	e := faultkit.NewRedisWorld(t, faultkit.RedisWorldSpec{Nodes: 3, Plain: true})
 	long := faultkit.Enqueued{}
 	longBlogs := []int64{901, 902, 903, 904}
 	longIDs := e.Enqueue(t, long, longBlogs, 0, 1)
@@ -270,26 +194,26 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 	w1Redis := e.Addrs
 	// Held off, a long job's lease runs out by w1's clock: its renewals never come back. Cut off,
 	// the first renewal after the cut fails to extend the lock.
-	lostWithin := frLeaseTTL + 500*time.Millisecond
+	lostWithin := faultkit.RedisLeaseTTL + 500*time.Millisecond
 	if c.postgres {
-		links = append(links, startLink(t, "postgres", nfPostgresAddr(t, e.Schema.URL)))
-		w1URL = nfVia(t, e.Schema.URL, links[0].Addr())
+		links = append(links, faultkit.StartLink(t, "postgres", faultkit.PostgresAddr(t, e.Schema.URL)))
+		w1URL = faultkit.Via(t, e.Schema.URL, links[0].Addr())
 	} else {
 		w1Redis = nil
 		for i, a := range e.Addrs {
-			links = append(links, startLink(t, fmt.Sprintf("redis node %d", i+1), a))
+			links = append(links, faultkit.StartLink(t, fmt.Sprintf("redis node %d", i+1), a))
 			w1Redis = append(w1Redis, links[i].Addr())
 		}
-		lostWithin = heartbeatEvery + frCallTimeout + 500*time.Millisecond
+		lostWithin = heartbeatEvery + faultkit.LockCallTimeout + 500*time.Millisecond
 	}
 	settings := func(s *faultkit.WorkerSettings) {
-		frSettings(s)
+		faultkit.ShortJobs(s)
 		s.LeaderTTL = leaderTTL
 		// Every attempt, until the lease is lost or the test releases the job after the heal; by
 		// blog, not id: the plain kind's ids are the same numbers.
 		s.BlockBlogs = longBlogs
 	}
-	workers := e.startWorkers(t, func(s *faultkit.WorkerSettings) {
+	workers := e.StartWorkers(t, func(s *faultkit.WorkerSettings) {
 		settings(s)
 		s.RedisAddrs = w1Redis
 		if w1URL != "" {
@@ -298,9 +222,9 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 		}
 	}, "w1")
 	faultkit.WaitFor(t, "the long jobs running on w1", 30*time.Second, func() bool { return len(e.Ledger(t)) == len(longIDs) })
-	workers = append(workers, e.startWorkers(t, settings, "w2")...)
-	load := e.startLoad(t, frLoadSpec{Keys: 100, KeyedRate: keyedRate, PlainRate: plainRate})
-	w := e.phases(t, workers, phase, partition, func() {
+	workers = append(workers, e.StartWorkers(t, settings, "w2")...)
+	load := e.StartLoad(t, faultkit.LoadSpec{Keys: 100, KeyedRate: keyedRate, PlainRate: plainRate})
+	w := e.RunPhases(t, workers, phase, partition, func() {
 		for _, l := range links {
 			var err error
 			if c.postgres {
@@ -325,19 +249,19 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 			e.Release(t, id)
 		}
 	})
-	keyed, plain := load.stop(t)
-	e.logSeries(t, w)
+	keyed, plain := load.Stop(t)
+	e.LogSeries(t, w)
 
-	st, figs := e.finish(t, workers,
-		frKindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: frMerge(keyed, long)},
-		frKindJobs{Table: faultkit.RedisPlainKind, LedgerKind: faultkit.RedisPlainKind, Jobs: plain})
+	st, figs := e.Finish(t, workers,
+		faultkit.KindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: faultkit.MergeJobs(keyed, long)},
+		faultkit.KindJobs{Table: faultkit.RedisPlainKind, LedgerKind: faultkit.RedisPlainKind, Jobs: plain})
 	e.CheckConc(t, nil, 1)
 
 	// The long jobs: stopped on w1 within their bound, run again on w2 during the partition, once.
 	var stoppedWithin, rerunAfter time.Duration
 	for i, id := range longIDs {
 		calls := e.Starts(t, longBlogs[i])
-		if len(calls) != 2 || calls[0].Node != "w1" || calls[0].EndedAt == nil || !frLeaseLost(calls[0]) ||
+		if len(calls) != 2 || calls[0].Node != "w1" || calls[0].EndedAt == nil || !faultkit.LeaseLost(calls[0]) ||
 			calls[1].Node != "w2" || calls[1].Attempt != 2 || calls[1].Outcome == nil || *calls[1].Outcome != "ok" ||
 			calls[1].StartedAt.Before(w.Fault) || !calls[1].StartedAt.Before(w.Heal) {
 			t.Errorf("long job %d: calls %v; want w1's ended by its lost lease, then w2's second attempt, started during the partition, ok once released", id, calls)
@@ -357,7 +281,7 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 	// What w1 started while partitioned (after a claim made just before could still start).
 	var w1Keyed, w1Plain int
 	for _, m := range e.Ledger(t) {
-		if m.Node != "w1" || m.StartedAt.Before(w.Fault.Add(frOutageBound)) || !m.StartedAt.Before(w.Heal) {
+		if m.Node != "w1" || m.StartedAt.Before(w.Fault.Add(faultkit.LockOutageBound)) || !m.StartedAt.Before(w.Heal) {
 			continue
 		}
 		if m.BlogID >= faultkit.RedisPlainBlogBase && m.BlogID < faultkit.ProbeBlogBase {
@@ -367,7 +291,7 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 		}
 	}
 	if w1Keyed != 0 {
-		t.Errorf("w1 started %d keyed jobs while partitioned (from %v after it began); want none", w1Keyed, frOutageBound)
+		t.Errorf("w1 started %d keyed jobs while partitioned (from %v after it began); want none", w1Keyed, faultkit.LockOutageBound)
 	}
 	switch {
 	case c.postgres && w1Plain != 0:
@@ -375,25 +299,25 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 	case !c.postgres && w1Plain == 0:
 		t.Errorf("w1 started no plain job while cut off from Redis; want it to keep working the kind that needs no lock")
 	}
-	rk, rp := w.rates(t, e.DB, ""), w.rates(t, e.DB, faultkit.RedisPlainKind)
+	rk, rp := w.Rates(t, e.DB, ""), w.Rates(t, e.DB, faultkit.RedisPlainKind)
 	// The partition takes w1's share away until its claims' leases run out (held off) or the
 	// execution locks it could not release expire (cut off): a few keys stall for up to a lease, and
 	// w2 catches up with them within the window.
 	for _, k := range []struct {
 		name string
-		r    frRates
+		r    faultkit.PhaseRates
 	}{{"keyed", rk}, {"plain", rp}} {
-		if k.r.During < frKeepUp*k.r.Before || k.r.After < frKeepUp*k.r.Before {
+		if k.r.During < faultkit.KeepUp*k.r.Before || k.r.After < faultkit.KeepUp*k.r.Before {
 			t.Errorf("%s throughput before/during/after %.1f/%.1f/%.1f jobs/s; want at least %.0f%% of before during the partition and after",
-				k.name, k.r.Before, k.r.During, k.r.After, 100*frKeepUp)
+				k.name, k.r.Before, k.r.During, k.r.After, 100*faultkit.KeepUp)
 		}
 	}
-	// frCheckJobs (in finish) has already proven each duplicate's lease loss; cut off from Redis,
+	// CheckJobs (in finish) has already proven each duplicate's lease loss; cut off from Redis,
 	// w1 still writes its outcomes, so there may be none.
 	if st.Failed != 0 || (!c.postgres && (figs[0].Duplicates != 0 || figs[1].Duplicates != 0 || st.Rescued != 0)) {
 		t.Errorf("stats %+v, duplicates %d and %d; want no job failed, and with w1 cut off from Redis no rescue or duplicate", st, figs[0].Duplicates, figs[1].Duplicates)
 	}
-	recovery := frRecovery(t, e.DB, "", w.Heal, w.End, 0.9*rk.Before)
+	recovery := faultkit.RecoveryAfter(t, e.DB, "", w.Heal, w.End, 0.9*rk.Before)
 	if recovery < 0 {
 		t.Errorf("the keyed kind's throughput never came back to 90%% of before (%.1f jobs/s) after the partition", rk.Before)
 	}

@@ -153,7 +153,7 @@ type pgfLoad struct {
 	stop, done chan struct{}
 }
 
-// startLoad starts offering plainRate plain and keyedRate keyed jobs per second.
+// StartLoad starts offering plainRate plain and keyedRate keyed jobs per second.
 func (e *pgfEnv) startLoad(plainRate, keyedRate float64) *pgfLoad {
 	l := &pgfLoad{e: e, plainRate: plainRate, keyedRate: keyedRate, began: time.Now(),
 		stop: make(chan struct{}), done: make(chan struct{})}

@@ -5,11 +5,14 @@ package faultkit
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobpipe/jobpipe/dispatcher"
 )
 
 // Calls reads the ledger's calls of ledgerKind ("" for the keyed kind) of job id, in start order.
@@ -63,4 +66,9 @@ func WaitFinished(t *testing.T, db *pgxpool.Pool, table string, ids []int64, wit
 		return QueryCount(t, db, `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()+`
 			WHERE id = ANY ($1) AND (processed_at IS NOT NULL OR failed_at IS NOT NULL)`, ids) == len(ids)
 	})
+}
+
+// LeaseLost tells whether a call ended because its lease was lost.
+func LeaseLost(m Call) bool {
+	return m.Outcome != nil && strings.HasPrefix(*m.Outcome, dispatcher.ErrLeaseLost.Error())
 }

@@ -38,3 +38,21 @@ func CheckAlive(t *testing.T, what string, workers ...*Worker) {
 		}
 	}
 }
+
+// CheckAliveDuring fails t for every worker that has exited: none may, during a fault.
+func CheckAliveDuring(t *testing.T, during string, workers ...*Worker) {
+	t.Helper()
+	for _, w := range workers {
+		if state, exited := w.Exited(); exited {
+			t.Errorf("worker %s exited during %s: %v", w.Name, during, state)
+		}
+	}
+}
+
+// Signal stops (SIGSTOP) or continues (SIGCONT) a worker process.
+func Signal(t *testing.T, w *Worker, sig syscall.Signal) {
+	t.Helper()
+	if err := syscall.Kill(w.Pid, sig); err != nil {
+		t.Fatalf("%v to worker %s: %v", sig, w.Name, err)
+	}
+}
