@@ -36,11 +36,11 @@ func (s *IDs) All() []int64 {
 	return slices.Clone(s.ids)
 }
 
-// EnqueueRecorded enqueues jobs of kind, retrying while the shared server refuses connections, adds their
+// enqueueRecorded enqueues jobs of kind, retrying while the shared server refuses connections, adds their
 // ids to into and returns them.
-func EnqueueRecorded[T any](ctx context.Context, db *pgxpool.Pool, kind *jobinfo.Kind[T], jobs []T, into *IDs) ([]int64, error) {
+func enqueueRecorded[T any](ctx context.Context, db *pgxpool.Pool, kind *jobinfo.Kind[T], jobs []T, into *IDs) ([]int64, error) {
 	var ids []int64
-	err := RetryUnsent(ctx, func() error {
+	err := retryUnsent(ctx, func() error {
 		res, err := dispatcher.EnqueueMany(ctx, db, kind, jobs)
 		if err != nil {
 			return err
@@ -116,14 +116,14 @@ func KeyedJobs(e *World, firstBlog, blogs int, ids *IDs) func(ctx context.Contex
 			k := first + i
 			jobs[i] = KeyedJob{BlogID: int64(firstBlog + k%blogs), Seq: int64(k / blogs)}
 		}
-		_, err := EnqueueRecorded(ctx, e.DB, e.Kind, jobs, ids)
+		_, err := enqueueRecorded(ctx, e.DB, e.Kind, jobs, ids)
 		return err
 	}
 }
 
-// PlainBlogBase is where the plain kinds' blog ids start, far from the keyed kind's, so that mp_conc
+// plainBlogBase is where the plain kinds' blog ids start, far from the keyed kind's, so that mp_conc
 // (counted per blog whatever the kind) keeps the keyed kind's counts apart.
-const PlainBlogBase = 1_000_000
+const plainBlogBase = 1_000_000
 
 // PlainJobs returns an enqueue for StartSteadyLoad of a plain kind, seq(first+i) giving each job's seq,
 // recorded in ids.
@@ -132,9 +132,9 @@ func PlainJobs(e *World, kind *jobinfo.Kind[PlainJob], seq func(k int) int64, id
 		jobs := make([]PlainJob, n)
 		for i := range jobs {
 			s := seq(first + i)
-			jobs[i] = PlainJob{BlogID: PlainBlogBase + s, Seq: s}
+			jobs[i] = PlainJob{BlogID: plainBlogBase + s, Seq: s}
 		}
-		_, err := EnqueueRecorded(ctx, e.DB, kind, jobs, ids)
+		_, err := enqueueRecorded(ctx, e.DB, kind, jobs, ids)
 		return err
 	}
 }

@@ -114,7 +114,7 @@ func (e *PostgresWorld) End(t *testing.T, load *OfferedLoad, from time.Time) Ver
 	t.Helper()
 	plainIDs, keyedIDs, failures := load.Stop()
 	stopped := time.Now()
-	drained := e.Drain(t, 3*PostgresLeaseTTL)
+	drained := e.Drain(t, 3*postgresLeaseTTL)
 	e.LogTimeline(t, "plain", PostgresPlainKind, from, stopped.Add(drained))
 	e.LogTimeline(t, "keyed", "", from, stopped.Add(drained))
 	e.CheckAlive(t, "once the load had drained")

@@ -28,12 +28,12 @@ import (
 const (
 	PostgresPlainKind = "pgf_plain"
 	WorkerApp         = "jobpipe-fault-worker" // the workers' dispatchers (pool and LISTEN connection)
-	LedgerApp         = "jobpipe-fault-ledger" // the workers' ledger pools
+	ledgerApp         = "jobpipe-fault-ledger" // the workers' ledger pools
 	keyedBlogs        = 40                     // keys of the keyed kind's load: blog ids 1 to 40
 	// postgresPlainBlogBase starts the plain jobs' blog ids (one per job), apart from the keyed kind's, so
 	// that mp_conc counts each plain job alone: CheckConc then also shows that no job ran twice at once.
 	postgresPlainBlogBase = 1_000_000
-	PostgresLeaseTTL      = 6 * time.Second // the workers' lease unless PostgresOptions.LeaseTTL says otherwise
+	postgresLeaseTTL      = 6 * time.Second // the workers' lease unless PostgresOptions.LeaseTTL says otherwise
 	postgresRetryDelay    = 200 * time.Millisecond
 )
 
@@ -57,7 +57,7 @@ type PostgresOptions struct {
 	Workers         int                   // workers NewPostgresWorld starts and waits for
 	Later           int                   // more workers the scenario starts itself (StartWorker), reserved with the others
 	Concurrency     int                   // each worker's Concurrency
-	LeaseTTL        time.Duration         // the workers' LeaseTTL; 0: PostgresLeaseTTL
+	LeaseTTL        time.Duration         // the workers' LeaseTTL; 0: postgresLeaseTTL
 	Tune            func(*WorkerSettings) // adjusts every worker's settings; nil: none
 }
 
@@ -74,11 +74,11 @@ func NewPostgresWorld(t *testing.T, o PostgresOptions) *PostgresWorld {
 	e.Plain = e.AddPlainKind(t, PostgresPlainKind, postgresRetryDelay)
 	InstallAudit(t, e.DB, e.Schema.Name, KeyedKind)
 	InstallAudit(t, e.DB, e.Schema.Name, PostgresPlainKind)
-	ledgerURL := withParam(t, e.Schema.URL, "application_name", LedgerApp)
+	ledgerURL := withParam(t, e.Schema.URL, "application_name", ledgerApp)
 	e.LedgerDB = e.DB
 	if o.LedgerElsewhere {
 		l := testenv.NewSchemaOn(t, testenv.StartPostgres(t, nil).URL)
-		for _, stmt := range []string{LedgerDDL, ReleaseDDL, ConcDDL} {
+		for _, stmt := range []string{ledgerDDL, releaseDDL, concDDL} {
 			if _, err := l.Pool.Exec(context.Background(), stmt); err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func (e *PostgresWorld) StartWorker(t *testing.T, node string, tune ...func(*Wor
 	s := e.WorkerSettings(node)
 	s.DatabaseURL = withParam(t, e.Schema.URL, "application_name", WorkerApp)
 	s.SleepMin, s.SleepMax = time.Millisecond, 3*time.Millisecond
-	s.LeaseTTL, s.RescueInterval, s.RetryDelay, s.Concurrency = cmp.Or(e.opts.LeaseTTL, PostgresLeaseTTL), time.Second, postgresRetryDelay, e.opts.Concurrency
+	s.LeaseTTL, s.RescueInterval, s.RetryDelay, s.Concurrency = cmp.Or(e.opts.LeaseTTL, postgresLeaseTTL), time.Second, postgresRetryDelay, e.opts.Concurrency
 	s.PlainKind, s.LedgerURL = PostgresPlainKind, e.ledgerURL
 	if e.opts.Tune != nil {
 		e.opts.Tune(&s)

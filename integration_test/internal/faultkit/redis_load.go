@@ -14,12 +14,12 @@ import (
 	"github.com/jobpipe/jobpipe/dispatcher"
 )
 
-// Feeder enqueues jobs at a steady rate from a goroutine of its own while a scenario runs: keyed jobs
+// feeder enqueues jobs at a steady rate from a goroutine of its own while a scenario runs: keyed jobs
 // round-robin over its keys (each key's seq counting up, so that its order can be checked), and plain
 // jobs. A steady offered load, well under what the workers sustain, makes throughput before, during
 // and after a fault comparable on a machine shared with other tests: a healthy system keeps up with it
 // whatever its spare capacity, and one that a fault slows falls behind.
-type Feeder struct {
+type feeder struct {
 	e                    *RedisWorld
 	keys                 []int64
 	keyedRate, plainRate float64
@@ -36,12 +36,12 @@ type Feeder struct {
 
 // startFeeder feeds keyedRate keyed jobs per second over keys, and plainRate plain jobs per second,
 // until Stop.
-func (e *RedisWorld) startFeeder(t *testing.T, keys []int64, keyedRate, plainRate float64) *Feeder {
+func (e *RedisWorld) startFeeder(t *testing.T, keys []int64, keyedRate, plainRate float64) *feeder {
 	t.Helper()
 	if plainRate > 0 && e.Plain == nil {
 		t.Fatal("startFeeder: a plain rate without the plain kind")
 	}
-	f := &Feeder{e: e, keys: keys, keyedRate: keyedRate, plainRate: plainRate, keyed: Enqueued{},
+	f := &feeder{e: e, keys: keys, keyedRate: keyedRate, plainRate: plainRate, keyed: Enqueued{},
 		plainJobs: map[int64]KeyedJob{}, seq: map[int64]int64{}, nextPlain: RedisPlainBlogBase,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go f.run()
@@ -57,7 +57,7 @@ func (e *RedisWorld) startFeeder(t *testing.T, keys []int64, keyedRate, plainRat
 }
 
 // run is the feeder's loop: every 50 ms it enqueues what the rates call for by then.
-func (f *Feeder) run() {
+func (f *feeder) run() {
 	defer close(f.done)
 	began := time.Now()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -84,7 +84,7 @@ func (f *Feeder) run() {
 }
 
 // feed enqueues k keyed and p plain jobs.
-func (f *Feeder) feed(k, p int) error {
+func (f *feeder) feed(k, p int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if k > 0 {
@@ -133,7 +133,7 @@ func (f *Feeder) feed(k, p int) error {
 }
 
 // Stop stops feeding and fails t if a feed failed. It returns what was fed: keyed and plain jobs by id.
-func (f *Feeder) Stop(t *testing.T) (keyed, plain map[int64]KeyedJob) {
+func (f *feeder) Stop(t *testing.T) (keyed, plain map[int64]KeyedJob) {
 	t.Helper()
 	select {
 	case <-f.stop:
@@ -153,7 +153,7 @@ func (f *Feeder) Stop(t *testing.T) (keyed, plain map[int64]KeyedJob) {
 // kind) and the lock probe (when asked for).
 type RedisLoad struct {
 	e      *RedisWorld
-	feed   *Feeder
+	feed   *feeder
 	Locks  *LockProbe         // nil unless asked for
 	Probes map[int64]KeyedJob // the probe jobs, by id
 }

@@ -26,8 +26,8 @@ const (
 	RedisLeaseTTL = 6 * time.Second
 	// LockCallTimeout is execlock's bound on each lock call for RedisLeaseTTL (Config.CallTimeout).
 	LockCallTimeout = time.Second
-	// WarmUp lets the workers and the feed settle before the first window is measured.
-	WarmUp = 2 * time.Second
+	// warmUp lets the workers and the feed settle before the first window is measured.
+	warmUp = 2 * time.Second
 	// KeepUp is the share of the offered load a healthy system delivers in every window of scenarios
 	// 2 to 5. The feed offers a fraction of what two workers sustain on a loaded 2-core machine, so a
 	// system that keeps working keeps up with it; the fifth left over covers the windows' edges
@@ -75,7 +75,7 @@ func NewRedisWorld(t *testing.T, spec RedisWorldSpec) *RedisWorld {
 		InstallAudit(t, e.DB, e.Schema.Name, RedisPlainKind)
 	}
 	if spec.Probes {
-		kind, err := DefineProbeKind()
+		kind, err := defineProbeKind()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func NewRedisWorld(t *testing.T, spec RedisWorldSpec) *RedisWorld {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, stmt := range []string{ddl, ProbeDDL} {
+		for _, stmt := range []string{ddl, probeDDL} {
 			if _, err := e.DB.Exec(context.Background(), stmt); err != nil {
 				t.Fatal(err)
 			}
@@ -195,13 +195,13 @@ func (e *RedisWorld) StartLag(t *testing.T, from, to time.Time) Latency {
 	return summarise(lags, 0)
 }
 
-// RunPhases runs a scenario's phases once its workers and load run: a warm-up (WarmUp), phase before
+// RunPhases runs a scenario's phases once its workers and load run: a warm-up (warmUp), phase before
 // the fault, then fault and during (the fault's own waiting is fault's), a check that no worker exited
 // meanwhile, then heal and phase after it. It returns the phases' windows: Fault is taken just before
 // fault, Heal just before heal.
 func (e *RedisWorld) RunPhases(t *testing.T, workers []*Worker, phase, during time.Duration, fault, heal func()) Phases {
 	t.Helper()
-	time.Sleep(WarmUp)
+	time.Sleep(warmUp)
 	var w Phases
 	w.Start = e.Now(t)
 	time.Sleep(phase)

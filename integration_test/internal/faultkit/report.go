@@ -29,8 +29,8 @@ func SkipUnlessFaultSuite(t *testing.T) {
 	}
 }
 
-// ReportPath is where the figures go.
-func ReportPath() string {
+// reportPath is where the figures go.
+func reportPath() string {
 	if p := os.Getenv(reportEnv); p != "" {
 		return p
 	}
@@ -66,7 +66,7 @@ func ReportFigures(t *testing.T, scenario string, pairs ...any) {
 	t.Log("FIGURES " + line)
 	reportMu.Lock()
 	defer reportMu.Unlock()
-	path := ReportPath()
+	path := reportPath()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Errorf("fault report: %v", err)
 		return

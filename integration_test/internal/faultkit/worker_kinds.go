@@ -83,15 +83,17 @@ func inputKindExtra(h *workerHost) error {
 // envPlainKind names the plain kind a worker works besides the keyed one (unset: none).
 const envPlainKind = "JPW_PLAIN_KIND"
 
-// PlainJob is the plain kind's data: blog_id is an ordinary column here.
+// PlainJob is the plain kind's data: blog_id is an ordinary column here. A plain kind (no key, so no
+// Redis lock) runs beside the keyed one where a scenario checks what keeps running from PostgreSQL
+// alone, or measures throughput; its handler calls are recorded in the ledger under its name.
 type PlainJob struct {
 	BlogID int64 `jobpipe:"blog_id"`
 	Seq    int64 `jobpipe:"seq"`
 }
 
-// DefinePlainKind defines the plain kind the test and its workers share, with the keyed kind's
+// definePlainKind defines the plain kind the test and its workers share, with the keyed kind's
 // attempts and a constant backoff.
-func DefinePlainKind(name string, retryDelay time.Duration) (*jobinfo.Kind[PlainJob], error) {
+func definePlainKind(name string, retryDelay time.Duration) (*jobinfo.Kind[PlainJob], error) {
 	return jobinfo.Define[PlainJob](name, jobinfo.MaxAttempts(5), jobinfo.Backoff(backoff.Constant(retryDelay)))
 }
 
@@ -105,7 +107,7 @@ func plainKindExtra(h *workerHost) error {
 	if err != nil {
 		return err
 	}
-	kind, err := DefinePlainKind(name, retryDelay)
+	kind, err := definePlainKind(name, retryDelay)
 	if err != nil {
 		return err
 	}
@@ -164,10 +166,10 @@ const envProbes = "JPW_FR_PROBE_KIND"
 // probeEvery is how often a probe job heartbeats.
 const probeEvery = 200 * time.Millisecond
 
-// ProbeDDL: fr_heartbeats records each heartbeat of a probe job: when it was sent (the worker's clock,
+// probeDDL: fr_heartbeats records each heartbeat of a probe job: when it was sent (the worker's clock,
 // which is the database's: one machine), how long Job.Heartbeat took, and its error. A row in
 // fr_probe_stop ends every probe job.
-const ProbeDDL = `CREATE TABLE fr_heartbeats (
+const probeDDL = `CREATE TABLE fr_heartbeats (
 	n bigserial PRIMARY KEY,
 	job_id bigint NOT NULL,
 	token bigint NOT NULL,
@@ -185,8 +187,8 @@ type ProbeJob struct {
 	Seq   int64 `jobpipe:"seq"`
 }
 
-// DefineProbeKind defines the probe kind the test and its workers share.
-func DefineProbeKind() (*jobinfo.Kind[ProbeJob], error) {
+// defineProbeKind defines the probe kind the test and its workers share.
+func defineProbeKind() (*jobinfo.Kind[ProbeJob], error) {
 	return jobinfo.Define[ProbeJob](ProbeKind, jobinfo.MaxAttempts(5), jobinfo.Backoff(backoff.Constant(DefaultRetryDelay)))
 }
 
@@ -195,7 +197,7 @@ func probeKindExtra(h *workerHost) error {
 	if h.Env(envProbes) == "" {
 		return nil
 	}
-	kind, err := DefineProbeKind()
+	kind, err := defineProbeKind()
 	if err != nil {
 		return err
 	}
@@ -235,7 +237,7 @@ func runProbe(jctx context.Context, h *workerHost, j *dispatcher.Job[ProbeJob]) 
 			msg = hbErr.Error()
 		}
 		lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = RetryUnsent(lctx, func() error {
+		err = retryUnsent(lctx, func() error {
 			_, err := h.Ledger.Exec(lctx, `INSERT INTO fr_heartbeats (job_id, token, pid, sent_at, took_us, err) VALUES ($1, $2, $3, $4, $5, $6)`,
 				j.ID, j.Token, h.Pid, sent, took.Microseconds(), msg)
 			return err

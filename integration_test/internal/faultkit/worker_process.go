@@ -60,12 +60,12 @@ const (
 
 // Tables of the test's schema that the workers use besides the kind's own.
 const (
-	// LedgerDDL: one row per handler call, inserted when the handler starts and completed (ended_at,
+	// ledgerDDL: one row per handler call, inserted when the handler starts and completed (ended_at,
 	// outcome) when it returns. kind is NULL for the keyed kind's calls and names the kind of a
 	// worker extra's (see workerExtras). Both writes are autocommitted on a pool of their own, outside any job
 	// transaction, so a start stays visible when the worker is killed afterwards. running is how many
 	// handlers of the job's blog ran, this one included, right after it started (from mp_conc).
-	LedgerDDL = `CREATE TABLE mp_ledger (
+	ledgerDDL = `CREATE TABLE mp_ledger (
 	n bigserial PRIMARY KEY,
 	job_id bigint NOT NULL,
 	blog_id bigint NOT NULL,
@@ -80,12 +80,12 @@ const (
 	outcome text,
 	running int,
 	kind text)`
-	// ReleaseDDL: a blocking handler returns once its job's id is inserted here.
-	ReleaseDDL = `CREATE TABLE mp_release (job_id bigint PRIMARY KEY)`
-	// ConcDDL: per blog, the handlers running now across every process, the most ever seen at once,
+	// releaseDDL: a blocking handler returns once its job's id is inserted here.
+	releaseDDL = `CREATE TABLE mp_release (job_id bigint PRIMARY KEY)`
+	// concDDL: per blog, the handlers running now across every process, the most ever seen at once,
 	// the slots they hold, and how often a handler started in a slot another running handler held.
 	// Updated in the same autocommitted statements as the ledger; the row lock makes the counts exact.
-	ConcDDL = `CREATE TABLE mp_conc (
+	concDDL = `CREATE TABLE mp_conc (
 	blog_id bigint PRIMARY KEY,
 	running int NOT NULL,
 	max_seen int NOT NULL,
@@ -94,7 +94,7 @@ const (
 )
 
 // The handler's two ledger writes. A start counts the handler in mp_conc and records the count with
-// the ledger row; an end uncounts it and completes the row. One statement each, so that RetryUnsent's
+// the ledger row; an end uncounts it and completes the row. One statement each, so that retryUnsent's
 // "surely did not reach the server" keeps both exact.
 const (
 	ledgerStartSQL = `WITH c AS (
@@ -118,10 +118,10 @@ type KeyedJob struct {
 	Seq    int64 `jobpipe:"seq"`
 }
 
-// DefineKeyedKind defines the kind the test and its workers share. retryDelay is the constant backoff,
+// defineKeyedKind defines the kind the test and its workers share. retryDelay is the constant backoff,
 // which the rescuer also applies to a job whose lease expired; keyLimit is the static per-key running
 // limit (0: the default, 1).
-func DefineKeyedKind(name string, retryDelay time.Duration, keyLimit int) (*jobinfo.Kind[KeyedJob], error) {
+func defineKeyedKind(name string, retryDelay time.Duration, keyLimit int) (*jobinfo.Kind[KeyedJob], error) {
 	opts := []jobinfo.Option{jobinfo.MaxAttempts(5), jobinfo.Backoff(backoff.Constant(retryDelay))}
 	if keyLimit != 0 {
 		opts = append(opts, jobinfo.KeyLimit(keyLimit))
@@ -209,7 +209,7 @@ func RunWorker() int {
 	if dbURL == "" || nodes == "" || node == "" || env(envKind) == "" {
 		return fail("worker: %s, %s, %s and %s are required", envDatabaseURL, envRedis, envNode, envKind)
 	}
-	kind, err := DefineKeyedKind(env(envKind), retryDelay, keyLimit)
+	kind, err := defineKeyedKind(env(envKind), retryDelay, keyLimit)
 	if err != nil {
 		return fail("worker: %v", err)
 	}
@@ -282,7 +282,7 @@ func RunWorker() int {
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
 	// Start fails, and may be called again, when the shared server refuses a connection for a moment.
-	err = RetryUnsent(startCtx, func() error { return d.Start(startCtx) })
+	err = retryUnsent(startCtx, func() error { return d.Start(startCtx) })
 	cancelStart()
 	if err != nil {
 		return fail("worker: Start: %v", err)
@@ -366,7 +366,7 @@ func (h *workerHost) HandleWith(jctx context.Context, c handlerCall, work func(j
 		kind = c.Kind
 	}
 	var n int64
-	err := RetryUnsent(lctx, func() error {
+	err := retryUnsent(lctx, func() error {
 		return h.Ledger.QueryRow(lctx, ledgerStartSQL,
 			c.JobID, c.BlogID, c.Seq, c.Attempt, c.Token, c.Slot, h.Pid, h.Node, kind).Scan(&n)
 	})
@@ -379,7 +379,7 @@ func (h *workerHost) HandleWith(jctx context.Context, c handlerCall, work func(j
 	if result != nil {
 		outcome = result.Error()
 	}
-	err = RetryUnsent(lctx, func() error {
+	err = retryUnsent(lctx, func() error {
 		_, err := h.Ledger.Exec(lctx, ledgerEndSQL, n, outcome, c.BlogID, c.Slot)
 		return err
 	})
@@ -417,10 +417,10 @@ func (h *workerHost) behave(jctx context.Context, c handlerCall) error {
 // ends the worker with status 2.
 var workerExtras = []func(h *workerHost) error{inputKindExtra, plainKindExtra, ledgerURLExtra, probeKindExtra, tickKindExtra, flakyKindExtra}
 
-// RetryUnsent runs f until it succeeds, fails in a way that may have had an effect, or ctx ends: f is
+// retryUnsent runs f until it succeeds, fails in a way that may have had an effect, or ctx ends: f is
 // retried only when it surely did not reach the server (say, a connection refused because the shared
 // server was out of connections), so that a ledger write is recorded exactly once.
-func RetryUnsent(ctx context.Context, f func() error) error {
+func retryUnsent(ctx context.Context, f func() error) error {
 	wait := 20 * time.Millisecond
 	for {
 		err := f()

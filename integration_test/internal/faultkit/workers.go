@@ -285,3 +285,48 @@ func (w *lineWriter) flush() {
 }
 
 func (w *Worker) String() string { return fmt.Sprintf("%s(pid %d)", w.Name, w.Pid) }
+
+// SumStats sums the stats the workers reported on their way out.
+func SumStats(t *testing.T, workers []*Worker) dispatcher.Stats {
+	t.Helper()
+	var sum dispatcher.Stats
+	for _, w := range workers {
+		st := w.Stats()
+		if st == nil {
+			t.Errorf("worker %s reported no stats on the way out", w.Name)
+			continue
+		}
+		sum.Claimed += st.Claimed
+		sum.Processed += st.Processed
+		sum.Released += st.Released
+		sum.Retried += st.Retried
+		sum.Failed += st.Failed
+		sum.StaleFinishes += st.StaleFinishes
+		sum.LeasesLost += st.LeasesLost
+		sum.ClaimsRefused += st.ClaimsRefused
+		sum.Rescued += st.Rescued
+		sum.Locks.Acquired += st.Locks.Acquired
+		sum.Locks.Taken += st.Locks.Taken
+		sum.Locks.Unavailable += st.Locks.Unavailable
+		sum.Locks.Extended += st.Locks.Extended
+		sum.Locks.ExtendFailed += st.Locks.ExtendFailed
+		sum.Locks.Released += st.Locks.Released
+		sum.Locks.ReleaseFailed += st.Locks.ReleaseFailed
+	}
+	return sum
+}
+
+// CheckCleanStats fails t unless the summed stats show want jobs processed and nothing retried,
+// failed, lost, stale or rescued.
+func CheckCleanStats(t *testing.T, sum dispatcher.Stats, want int) {
+	t.Helper()
+	if sum.Processed != int64(want) || sum.Retried != 0 || sum.Failed != 0 || sum.StaleFinishes != 0 || sum.LeasesLost != 0 || sum.Rescued != 0 {
+		t.Errorf("workers' stats summed: %+v; want %d processed, no retry, failure, stale finish, lost lease or rescue", sum, want)
+	}
+}
+
+// StatsSummary is the part of the summed stats a test reports.
+func StatsSummary(s dispatcher.Stats) string {
+	return fmt.Sprintf("claimed %d, processed %d, released %d, claims refused by the database %d, lock attempts refused by contention (Locks.Taken) %d, locks acquired %d, lock releases failed %d",
+		s.Claimed, s.Processed, s.Released, s.ClaimsRefused, s.Locks.Taken, s.Locks.Acquired, s.Locks.ReleaseFailed)
+}

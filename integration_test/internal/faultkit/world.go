@@ -43,7 +43,7 @@ func NewWorldIn(t *testing.T, s *testenv.Schema, retryDelay time.Duration, addrs
 	if err := migrations.Up(ctx, s.Pool); err != nil {
 		t.Fatal(err)
 	}
-	kind, err := DefineKeyedKind(KeyedKind, retryDelay, 0)
+	kind, err := defineKeyedKind(KeyedKind, retryDelay, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func NewWorldIn(t *testing.T, s *testenv.Schema, retryDelay time.Duration, addrs
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{ddl, LedgerDDL, ReleaseDDL, ConcDDL} {
+	for _, stmt := range []string{ddl, ledgerDDL, releaseDDL, concDDL} {
 		if _, err := s.Pool.Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
@@ -262,14 +262,14 @@ func (r *FailureLog) Done() {
 	}
 }
 
-// DispatcherBudget is how many dispatchers (worker processes, or dispatchers inside the test
+// dispatcherBudget is how many dispatchers (worker processes, or dispatchers inside the test
 // process) this package's tests run at once. Each holds about six PostgreSQL connections (its pool
 // of 3, the ledger's 2, its LISTEN connection), and the test server is shared (max_connections is
 // often 100) with the other packages' tests: eight is the peak the multi-process tests had before
 // they reserved at all (four, two and one worker processes at once).
-const DispatcherBudget = 8
+const dispatcherBudget = 8
 
-var budget = &semaphore{free: DispatcherBudget}
+var budget = &semaphore{free: dispatcherBudget}
 
 // Reserve waits until n of the package's dispatcher budget are free, takes them for t, and gives
 // them back when t ends (after t's worker processes are gone: cleanups run last first). A test
@@ -277,14 +277,14 @@ var budget = &semaphore{free: DispatcherBudget}
 // other while holding part of what they need. Requests are granted in order of arrival.
 func Reserve(t *testing.T, n int) {
 	t.Helper()
-	if n > DispatcherBudget {
-		t.Fatalf("Reserve(%d): the budget is %d dispatchers", n, DispatcherBudget)
+	if n > dispatcherBudget {
+		t.Fatalf("Reserve(%d): the budget is %d dispatchers", n, dispatcherBudget)
 	}
 	began := time.Now()
 	budget.acquire(n)
 	t.Cleanup(func() { budget.release(n) })
 	if waited := time.Since(began); waited > time.Second {
-		t.Logf("waited %v for %d of the package's %d dispatchers", waited.Round(time.Millisecond), n, DispatcherBudget)
+		t.Logf("waited %v for %d of the package's %d dispatchers", waited.Round(time.Millisecond), n, dispatcherBudget)
 	}
 }
 
@@ -330,7 +330,7 @@ func (s *semaphore) release(n int) {
 // PlainKind = name in the workers' settings for them to work it.
 func (e *World) AddPlainKind(t *testing.T, name string, retryDelay time.Duration) *jobinfo.Kind[PlainJob] {
 	t.Helper()
-	kind, err := DefinePlainKind(name, retryDelay)
+	kind, err := definePlainKind(name, retryDelay)
 	if err != nil {
 		t.Fatal(err)
 	}
