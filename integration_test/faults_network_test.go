@@ -9,88 +9,14 @@ package integration_test
 // through a link, so the witness sees what happened as it happened.
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"net/url"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
-
+	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/netfault"
 )
-
-// startLink starts a netfault link to upstream for t, closed when t ends.
-func startLink(t *testing.T, name, upstream string) *netfault.Link {
-	t.Helper()
-	l, err := netfault.Start(name, upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-	return l
-}
-
-// nfPostgresAddr is the host:port of the PostgreSQL server a URL names.
-func nfPostgresAddr(t *testing.T, rawURL string) string {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatalf("the test's database URL: %v", err)
-	}
-	host, port := u.Hostname(), u.Port()
-	if host == "" || strings.HasPrefix(host, "/") {
-		t.Skipf("the database URL %q names no TCP host, which a link needs", rawURL)
-	}
-	if port == "" {
-		port = "5432"
-	}
-	return net.JoinHostPort(host, port)
-}
-
-// nfVia is rawURL with its host and port replaced by addr: the same database, through a link.
-func nfVia(t *testing.T, rawURL, addr string) string {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatalf("the test's database URL: %v", err)
-	}
-	u.Host = addr
-	return u.String()
-}
-
-// nfRoundTrip times one round trip through link: a SELECT 1 when dbURL (the database's URL through
-// the link) is given, else a PING (the link leads to Redis).
-func nfRoundTrip(t *testing.T, link *netfault.Link, dbURL string) time.Duration {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if dbURL == "" {
-		c := redis.NewClient(&redis.Options{Addr: link.Addr(), ReadTimeout: 10 * time.Second, ContextTimeoutEnabled: true})
-		defer c.Close()
-		if err := c.Ping(ctx).Err(); err != nil { // connects first, so that only the PING is timed below
-			t.Fatalf("PING through %s: %v", link.Addr(), err)
-		}
-		began := time.Now()
-		if err := c.Ping(ctx).Err(); err != nil {
-			t.Fatalf("PING through %s: %v", link.Addr(), err)
-		}
-		return time.Since(began)
-	}
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatalf("connecting through %s: %v", link.Addr(), err)
-	}
-	defer conn.Close(context.Background())
-	began := time.Now()
-	if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {
-		t.Fatalf("SELECT 1 through %s: %v", link.Addr(), err)
-	}
-	return time.Since(began)
-}
 
 // Scenario 15: latency on a link, for 8 s between 8 s before and after, under two worker processes
 // working 100 keys at a steady 100 jobs/s with four probe jobs heartbeating every 200 ms (as in
@@ -107,109 +33,123 @@ func nfRoundTrip(t *testing.T, link *netfault.Link, dbURL string) time.Duration 
 // duplicate, one job per key at a time and in order, SIGTERM exits within 10 s, nothing left leased
 // or locked.
 func TestFault15NetworkLatency(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	t.Run("one redis node of three", func(t *testing.T) {
-		nfLatency(t, nfLatencyCase{name: "15 latency on one redis node of 3 (+50ms each way)", redis: true,
+		runLatency(t, latencyCase{name: "15 latency on one redis node of 3 (+50ms each way)", redis: true,
 			latency: 50 * time.Millisecond, jitter: 10 * time.Millisecond})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		nfLatency(t, nfLatencyCase{name: "15 latency on postgres (+10ms each way)", latency: 10 * time.Millisecond})
+		runLatency(t, latencyCase{name: "15 latency on postgres (+10ms each way)", latency: 10 * time.Millisecond})
 	})
 }
 
-// nfLatencyCase is one link scenario 15 slows.
-type nfLatencyCase struct {
+// latencyCase is one link scenario 15 slows.
+type latencyCase struct {
 	name            string
 	redis           bool // the first Redis node's link; else PostgreSQL's
 	latency, jitter time.Duration
 }
 
-func nfLatency(t *testing.T, c nfLatencyCase) {
+// runLatency runs one case of scenario 15.
+func runLatency(t *testing.T, c latencyCase) {
 	const (
 		keyedRate = 100.0
 		phase     = 8 * time.Second
 		during    = 8 * time.Second
 		probes    = 4
-		lockBound = frCallTimeout + 250*time.Millisecond
-		beatBound = frCallTimeout + 500*time.Millisecond
+		lockBound = faultkit.LockCallTimeout + 250*time.Millisecond
+		beatBound = faultkit.LockCallTimeout + 500*time.Millisecond
 	)
-	mpReserve(t, 2)
-	e := newFREnv(t, 3, false, true)
-	var link *netfault.Link
-	var linkURL string // the database's URL through the link (PostgreSQL's case)
-	if c.redis {
-		link = startLink(t, "redis node 1", e.addrs[0])
-		// The workers and the lock probe reach the first node through the link; checkQuiet still
-		// looks at it directly (e.nodes).
-		e.addrs = append([]string{link.Addr()}, e.addrs[1:]...)
-	} else {
-		link = startLink(t, "postgres", nfPostgresAddr(t, e.schema.URL))
-		linkURL = nfVia(t, e.schema.URL, link.Addr())
-	}
-	workers := e.startWorkers(t, func(s *mpWorkerSettings) {
-		frSettings(s)
+
+	// Arranged: two workers of short jobs, which reach the slowed server through the link, under a
+	// steady keyed load, probe jobs and the lock probe.
+	faultkit.Reserve(t, 2)
+	e := faultkit.NewRedisWorld(t, faultkit.RedisWorldSpec{Nodes: 3, Probes: true})
+	link, linkURL := startSlowedLink(t, e, c.redis)
+	workers := e.StartWorkers(t, func(s *faultkit.WorkerSettings) {
+		faultkit.ShortJobs(s)
 		if linkURL != "" {
 			s.DatabaseURL = linkURL
-			s.Extra[pgfEnvLedgerURL] = e.schema.URL
+			s.LedgerURL = e.Schema.URL
 		}
 	}, "w1", "w2")
-	load := e.startLoad(t, frLoadSpec{Keys: 100, KeyedRate: keyedRate, Probes: probes, LockProbe: true})
+	load := e.StartLoad(t, faultkit.LoadSpec{Keys: 100, KeyedRate: keyedRate, Probes: probes, LockProbe: true})
+
+	// Injected: the latency on the link for 8 s, between two phases of 8 s; a round trip timed once
+	// it is in force and once it is healed.
 	var slowed, healed time.Duration
-	w := e.phases(t, workers, phase, during, func() {
+	w := e.RunPhases(t, workers, phase, during, func() {
 		if err := link.Delay(c.latency, c.jitter); err != nil {
 			t.Fatal(err)
 		}
-		slowed = nfRoundTrip(t, link, linkURL)
+		slowed = faultkit.RoundTrip(t, link, linkURL)
 	}, func() {
 		if err := link.Heal(); err != nil {
 			t.Fatal(err)
 		}
-		healed = nfRoundTrip(t, link, linkURL)
+		healed = faultkit.RoundTrip(t, link, linkURL)
 	})
-	keyed, _ := load.stop(t)
-	e.logSeries(t, w)
+	keyed, _ := load.Stop(t)
+	e.LogSeries(t, w)
 
+	// What must hold: the latency was in force; every job once; no lock call or heartbeat failed or
+	// outlasted its bound, and the slowed link shows where it should; nothing lost, retried or
+	// rescued; the rate kept throughout.
 	added := 2 * (c.latency - c.jitter) // the least a round trip gains
 	if slowed < added {
 		t.Errorf("a round trip through the slowed link took %v, want at least %v: the latency was not in force", slowed, added)
 	}
-	st, figs := e.finish(t, workers,
-		frKindJobs{Table: mpKindName, Keyed: true, Jobs: keyed},
-		frKindJobs{Table: frProbeKind, LedgerKind: frProbeKind, Keyed: true, Jobs: load.probes})
-	e.checkConc(t, nil, 1)
-	r := w.rates(t, e.db, "")
+	st, figs := e.Finish(t, workers,
+		faultkit.KindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: keyed},
+		faultkit.KindJobs{Table: faultkit.ProbeKind, LedgerKind: faultkit.ProbeKind, Keyed: true, Jobs: load.Probes})
+	e.CheckConc(t, nil, 1)
+	r := w.Rates(t, e.DB, "")
 	windows := [3][2]time.Time{{w.Start, w.Fault}, {w.Fault, w.Heal}, {w.Heal, w.End}}
-	var locks, beats, lags [3]frLatency
-	for i, phase := range []string{"before", "during", "after"} {
-		locks[i] = load.locks.between(windows[i][0], windows[i][1])
-		beats[i] = e.heartbeats(t, windows[i][0], windows[i][1])
-		lags[i] = e.startLag(t, windows[i][0], windows[i][1])
-		frCheckBounded(t, "lock calls "+phase, locks[i], lockBound, true)
-		frCheckBounded(t, "heartbeats "+phase, beats[i], beatBound, true)
-	}
-	if c.redis {
-		// A quorum of two answers at the speed of the fast nodes: the slow one's answers come later,
-		// in the background (execlock's gates), and the call does not wait for them.
-		if locks[1].P99 >= 2*c.latency {
-			t.Errorf("lock calls with one slow node of three: %v; want p99 below the slow node's added round trip (%v): a quorum answers without it", locks[1], 2*c.latency)
-		}
-	} else if beats[1].P50 < beats[0].P50+added {
-		t.Errorf("heartbeats' p50 %v during, %v before; want at least %v more: each renews the row's lease through the slowed link", beats[1].P50, beats[0].P50, added)
-	}
+	calls := e.MeasureCalls(t, load.Locks, windows, lockBound, beatBound, func(int) bool { return true })
+	checkSlowLinkShows(t, c, calls, added)
 	if figs[0].Duplicates != 0 || figs[1].Duplicates != 0 || st.Rescued != 0 || st.Failed != 0 || st.StaleFinishes != 0 ||
 		st.LeasesLost != 0 || st.Retried != 0 || figs[0].Calls != figs[0].Jobs {
 		t.Errorf("duplicates %d and %d, stats %+v, keyed jobs %+v; want no duplicate, rescue, failure, stale finish, lease lost or retry, every job run once",
 			figs[0].Duplicates, figs[1].Duplicates, st, figs[0])
 	}
-	if r.During < frKeepUp*r.Before || r.After < frKeepUp*r.Before {
-		t.Errorf("keyed throughput before/during/after %.1f/%.1f/%.1f jobs/s: want at least %.0f%% of before throughout", r.Before, r.During, r.After, 100*frKeepUp)
+	if r.During < faultkit.KeepUp*r.Before || r.After < faultkit.KeepUp*r.Before {
+		t.Errorf("keyed throughput before/during/after %.1f/%.1f/%.1f jobs/s: want at least %.0f%% of before throughout", r.Before, r.During, r.After, 100*faultkit.KeepUp)
 	}
-	faultFigures(t, c.name, "fault", during, "offered", keyedRate, "round trip through the link slowed/healed", frJoin(slowed, healed),
+	faultkit.ReportFigures(t, c.name, "fault", during, "offered", keyedRate, "round trip through the link slowed/healed", faultkit.JoinDurations(slowed, healed),
 		"before", r.Before, "during", r.During, "after", r.After,
 		"duplicates", figs[0].Duplicates+figs[1].Duplicates, "lost", figs[0].Lost+figs[1].Lost,
-		"lock calls during", locks[1], "lock p99 before/during/after", frP99s(locks[:]),
-		"heartbeats during", beats[1], "heartbeat p50 before/during/after", frP50s(beats[:]),
-		"start lag p99 before/during/after", frP99s(lags[:]), "leases lost", st.LeasesLost, "claims released", st.Released)
+		"lock calls during", calls.Locks[1], "lock p99 before/during/after", faultkit.P99s(calls.Locks[:]),
+		"heartbeats during", calls.Beats[1], "heartbeat p50 before/during/after", faultkit.P50s(calls.Beats[:]),
+		"start lag p99 before/during/after", faultkit.P99s(calls.Lags[:]), "leases lost", st.LeasesLost, "claims released", st.Released)
+}
+
+// startSlowedLink starts the link the case slows: to the first Redis node, which the workers and the
+// lock probe then reach through it (CheckQuiet still looks at the node directly, e.Nodes), or to
+// PostgreSQL, whose URL through the link it returns.
+func startSlowedLink(t *testing.T, e *faultkit.RedisWorld, redis bool) (link *netfault.Link, linkURL string) {
+	t.Helper()
+	if redis {
+		link = faultkit.StartLink(t, "redis node 1", e.Addrs[0])
+		e.Addrs = append([]string{link.Addr()}, e.Addrs[1:]...)
+		return link, ""
+	}
+	link = faultkit.StartLink(t, "postgres", faultkit.PostgresAddr(t, e.Schema.URL))
+	return link, faultkit.Via(t, e.Schema.URL, link.Addr())
+}
+
+// checkSlowLinkShows checks where the slow link must show, and where not: a slow Redis node of
+// three does not slow lock calls, a slow PostgreSQL slows every heartbeat by its round trip.
+func checkSlowLinkShows(t *testing.T, c latencyCase, calls faultkit.CallLatencies, added time.Duration) {
+	t.Helper()
+	if c.redis {
+		// A quorum of two answers at the speed of the fast nodes: the slow one's answers come later,
+		// in the background (execlock's gates), and the call does not wait for them.
+		if calls.Locks[1].P99 >= 2*c.latency {
+			t.Errorf("lock calls with one slow node of three: %v; want p99 below the slow node's added round trip (%v): a quorum answers without it", calls.Locks[1], 2*c.latency)
+		}
+	} else if calls.Beats[1].P50 < calls.Beats[0].P50+added {
+		t.Errorf("heartbeats' p50 %v during, %v before; want at least %v more: each renews the row's lease through the slowed link", calls.Beats[1].P50, calls.Beats[0].P50, added)
+	}
 }
 
 // Scenario 16: one worker partitioned, for 12 s, from one of its servers, while two worker
@@ -234,109 +174,186 @@ func nfLatency(t *testing.T, c nfLatencyCase) {
 // and after it, and the scenario ends as every scenario does: nothing lost, one job per key at a time
 // and in order, SIGTERM exits within 10 s, nothing left leased or locked.
 func TestFault16NetworkPartition(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	t.Run("worker held off from postgres", func(t *testing.T) {
-		nfPartition(t, nfPartitionCase{name: "16 partition: a worker held off from postgres", postgres: true})
+		runPartition(t, partitionCase{name: "16 partition: a worker held off from postgres", postgres: true})
 	})
 	t.Run("worker cut off from redis", func(t *testing.T) {
-		nfPartition(t, nfPartitionCase{name: "16 partition: a worker cut off from redis (3 of 3 nodes)"})
+		runPartition(t, partitionCase{name: "16 partition: a worker cut off from redis (3 of 3 nodes)"})
 	})
 }
 
-// nfPartitionCase is one partition of scenario 16.
-type nfPartitionCase struct {
+// partitionCase is one partition of scenario 16.
+type partitionCase struct {
 	name     string
 	postgres bool // hold w1's link to PostgreSQL; else cut its links to every Redis node
 }
 
-func nfPartition(t *testing.T, c nfPartitionCase) {
+// runPartition runs one case of scenario 16.
+func runPartition(t *testing.T, c partitionCase) {
 	const (
 		phase, partition = 8 * time.Second, 12 * time.Second
 		keyedRate        = 60.0
 		plainRate        = 40.0
 		leaderTTL        = 4 * time.Second
-		heartbeatEvery   = frLeaseTTL / 3 // the default HeartbeatInterval
+		heartbeatEvery   = faultkit.RedisLeaseTTL / 3 // the default HeartbeatInterval
 	)
-	mpReserve(t, 2)
-	e := newFREnv(t, 3, true, false)
-	long := mpEnqueued{}
-	longBlogs := []int64{901, 902, 903, 904}
-	longIDs := e.enqueue(t, long, longBlogs, 0, 1)
 
-	// w1's links: to PostgreSQL, or to each Redis node.
-	var links []*netfault.Link
-	var w1URL string
-	w1Redis := e.addrs
-	// Held off, a long job's lease runs out by w1's clock: its renewals never come back. Cut off,
-	// the first renewal after the cut fails to extend the lock.
-	lostWithin := frLeaseTTL + 500*time.Millisecond
-	if c.postgres {
-		links = append(links, startLink(t, "postgres", nfPostgresAddr(t, e.schema.URL)))
-		w1URL = nfVia(t, e.schema.URL, links[0].Addr())
-	} else {
-		w1Redis = nil
-		for i, a := range e.addrs {
-			links = append(links, startLink(t, fmt.Sprintf("redis node %d", i+1), a))
-			w1Redis = append(w1Redis, links[i].Addr())
-		}
-		lostWithin = heartbeatEvery + frCallTimeout + 500*time.Millisecond
-	}
-	settings := func(s *mpWorkerSettings) {
-		frSettings(s)
-		s.LeaderTTL = leaderTTL
-		// Every attempt, until the lease is lost or the test releases the job after the heal; by
-		// blog, not id: the plain kind's ids are the same numbers.
-		s.BlockBlogs = longBlogs
-	}
-	workers := e.startWorkers(t, func(s *mpWorkerSettings) {
-		settings(s)
-		s.RedisAddrs = w1Redis
-		if w1URL != "" {
-			s.DatabaseURL = w1URL
-			s.Extra[pgfEnvLedgerURL] = e.schema.URL
-		}
-	}, "w1")
-	mpWaitFor(t, "the long jobs running on w1", 30*time.Second, func() bool { return len(e.ledger(t)) == len(longIDs) })
-	workers = append(workers, e.startWorkers(t, settings, "w2")...)
-	load := e.startLoad(t, frLoadSpec{Keys: 100, KeyedRate: keyedRate, PlainRate: plainRate})
-	w := e.phases(t, workers, phase, partition, func() {
-		for _, l := range links {
-			var err error
-			if c.postgres {
-				err = l.Hold()
-			} else {
-				err = l.Cut()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}, func() {
-		for _, l := range links {
-			if err := l.Heal(); err != nil {
-				t.Fatal(err)
-			}
-		}
+	// Arranged: w1, which reaches its servers through links, runs four long keyed jobs; w2 joins it
+	// under a steady keyed and plain load.
+	faultkit.Reserve(t, 2)
+	e := faultkit.NewRedisWorld(t, faultkit.RedisWorldSpec{Nodes: 3, Plain: true})
+	long := faultkit.Enqueued{}
+	longBlogs := []int64{901, 902, 903, 904}
+	longIDs := e.Enqueue(t, long, longBlogs, 0, 1)
+	p := startPartitionLinks(t, e, c.postgres, heartbeatEvery)
+	workers := startW1ThenW2(t, e, p, leaderTTL, longBlogs, len(longIDs))
+	load := e.StartLoad(t, faultkit.LoadSpec{Keys: 100, KeyedRate: keyedRate, PlainRate: plainRate})
+
+	// Injected: w1 partitioned for 12 s; the long jobs released a second after the heal, while what
+	// w1 sent during the partition arrives.
+	w := e.RunPhases(t, workers, phase, partition, func() { p.partition(t, c.postgres) }, func() {
+		p.heal(t)
 		// The long jobs' second attempts still hold their rows when what w1 sent during the partition
 		// arrives: its late writes must change nothing (the fence) while they run.
 		time.Sleep(time.Second)
 		for _, id := range longIDs {
-			e.release(t, id)
+			e.Release(t, id)
 		}
 	})
-	keyed, plain := load.stop(t)
-	e.logSeries(t, w)
+	keyed, plain := load.Stop(t)
+	e.LogSeries(t, w)
 
-	st, figs := e.finish(t, workers,
-		frKindJobs{Table: mpKindName, Keyed: true, Jobs: frMerge(keyed, long)},
-		frKindJobs{Table: frPlainKind, LedgerKind: frPlainKind, Jobs: plain})
-	e.checkConc(t, nil, 1)
+	// What must hold: every job once (a duplicate only after a proven lease loss); the long jobs moved
+	// to w2 within their bound; nothing keyed started on w1, nothing at all when held off; both kinds
+	// kept their rate; w1's late writes refused.
+	st, figs := e.Finish(t, workers,
+		faultkit.KindJobs{Table: faultkit.KeyedKind, Keyed: true, Jobs: faultkit.MergeJobs(keyed, long)},
+		faultkit.KindJobs{Table: faultkit.RedisPlainKind, LedgerKind: faultkit.RedisPlainKind, Jobs: plain})
+	e.CheckConc(t, nil, 1)
+	stoppedWithin, rerunAfter := checkLongJobsMovedToW2(t, e, longIDs, longBlogs, w, p.lostWithin)
+	w1Keyed, w1Plain := checkW1StartsWhilePartitioned(t, e, w, c.postgres)
+	rk, rp := w.Rates(t, e.DB, ""), w.Rates(t, e.DB, faultkit.RedisPlainKind)
+	// The partition takes w1's share away until its claims' leases run out (held off) or the
+	// execution locks it could not release expire (cut off): a few keys stall for up to a lease, and
+	// w2 catches up with them within the window.
+	for _, k := range []struct {
+		name string
+		r    faultkit.PhaseRates
+	}{{"keyed", rk}, {"plain", rp}} {
+		if k.r.During < faultkit.KeepUp*k.r.Before || k.r.After < faultkit.KeepUp*k.r.Before {
+			t.Errorf("%s throughput before/during/after %.1f/%.1f/%.1f jobs/s; want at least %.0f%% of before during the partition and after",
+				k.name, k.r.Before, k.r.During, k.r.After, 100*faultkit.KeepUp)
+		}
+	}
+	// CheckJobs (in Finish) has already proven each duplicate's lease loss; cut off from Redis,
+	// w1 still writes its outcomes, so there may be none.
+	if st.Failed != 0 || (!c.postgres && (figs[0].Duplicates != 0 || figs[1].Duplicates != 0 || st.Rescued != 0)) {
+		t.Errorf("stats %+v, duplicates %d and %d; want no job failed, and with w1 cut off from Redis no rescue or duplicate", st, figs[0].Duplicates, figs[1].Duplicates)
+	}
+	recovery := faultkit.RecoveryAfter(t, e.DB, "", w.Heal, w.End, 0.9*rk.Before)
+	if recovery < 0 {
+		t.Errorf("the keyed kind's throughput never came back to 90%% of before (%.1f jobs/s) after the partition", rk.Before)
+	}
+	w1Leases, w1Stale := checkW1LateWrites(t, workers[0], st, c.postgres, len(longIDs))
+	faultkit.ReportFigures(t, c.name, "partition", partition,
+		"keyed before", rk.Before, "keyed during", rk.During, "keyed after", rk.After,
+		"plain before", rp.Before, "plain during", rp.During, "plain after", rp.After,
+		"recovery (keyed, from the heal)", recovery,
+		"duplicates", figs[0].Duplicates+figs[1].Duplicates, "lost", figs[0].Lost+figs[1].Lost,
+		"long jobs stopped on w1 within", stoppedWithin, "long jobs running again on w2 after", rerunAfter,
+		"w1 plain starts while partitioned", w1Plain, "w1 keyed starts while partitioned", w1Keyed,
+		"w1 leases lost", w1Leases, "w1 stale finishes refused", w1Stale,
+		"rescued", st.Rescued, "retried", st.Retried, "claims released", st.Released)
+}
 
-	// The long jobs: stopped on w1 within their bound, run again on w2 during the partition, once.
-	var stoppedWithin, rerunAfter time.Duration
+// partitionLinks are w1's links: to PostgreSQL, or to each Redis node.
+type partitionLinks struct {
+	links   []*netfault.Link
+	w1URL   string   // w1's database URL through its link ("": direct)
+	w1Redis []string // w1's Redis nodes, through their links or direct
+	// lostWithin bounds how long after the partition began w1's long jobs lose their lease.
+	lostWithin time.Duration
+}
+
+// startPartitionLinks starts w1's links to PostgreSQL (postgres) or to every Redis node.
+func startPartitionLinks(t *testing.T, e *faultkit.RedisWorld, postgres bool, heartbeatEvery time.Duration) partitionLinks {
+	t.Helper()
+	p := partitionLinks{w1Redis: e.Addrs}
+	// Held off, a long job's lease runs out by w1's clock: its renewals never come back. Cut off,
+	// the first renewal after the cut fails to extend the lock.
+	p.lostWithin = faultkit.RedisLeaseTTL + 500*time.Millisecond
+	if postgres {
+		p.links = append(p.links, faultkit.StartLink(t, "postgres", faultkit.PostgresAddr(t, e.Schema.URL)))
+		p.w1URL = faultkit.Via(t, e.Schema.URL, p.links[0].Addr())
+	} else {
+		p.w1Redis = nil
+		for i, a := range e.Addrs {
+			p.links = append(p.links, faultkit.StartLink(t, fmt.Sprintf("redis node %d", i+1), a))
+			p.w1Redis = append(p.w1Redis, p.links[i].Addr())
+		}
+		p.lostWithin = heartbeatEvery + faultkit.LockCallTimeout + 500*time.Millisecond
+	}
+	return p
+}
+
+// partition holds every link (postgres: nothing passes, what w1 sent arrives after the heal) or
+// cuts it (connections reset, new ones refused).
+func (p partitionLinks) partition(t *testing.T, postgres bool) {
+	t.Helper()
+	for _, l := range p.links {
+		var err error
+		if postgres {
+			err = l.Hold()
+		} else {
+			err = l.Cut()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// heal lets everything through every link again.
+func (p partitionLinks) heal(t *testing.T) {
+	t.Helper()
+	for _, l := range p.links {
+		if err := l.Heal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startW1ThenW2 starts w1 (through its links), waits until it runs the long jobs, then starts w2.
+// Every attempt of a long job blocks until its lease is lost or the test releases it after the
+// heal; by blog, not id: the plain kind's ids are the same numbers.
+func startW1ThenW2(t *testing.T, e *faultkit.RedisWorld, p partitionLinks, leaderTTL time.Duration, longBlogs []int64, longJobs int) []*faultkit.Worker {
+	t.Helper()
+	settings := func(s *faultkit.WorkerSettings) {
+		faultkit.ShortJobs(s)
+		s.LeaderTTL = leaderTTL
+		s.BlockBlogs = longBlogs
+	}
+	workers := e.StartWorkers(t, func(s *faultkit.WorkerSettings) {
+		settings(s)
+		s.RedisAddrs = p.w1Redis
+		if p.w1URL != "" {
+			s.DatabaseURL = p.w1URL
+			s.LedgerURL = e.Schema.URL
+		}
+	}, "w1")
+	faultkit.WaitFor(t, "the long jobs running on w1", 30*time.Second, func() bool { return len(e.Ledger(t)) == longJobs })
+	return append(workers, e.StartWorkers(t, settings, "w2")...)
+}
+
+// checkLongJobsMovedToW2 checks the long jobs: stopped on w1 within their bound, run again on w2
+// during the partition, once. It returns how long after the partition began the last stopped on w1,
+// and the last started again on w2.
+func checkLongJobsMovedToW2(t *testing.T, e *faultkit.RedisWorld, longIDs, longBlogs []int64, w faultkit.Phases, lostWithin time.Duration) (stoppedWithin, rerunAfter time.Duration) {
+	t.Helper()
 	for i, id := range longIDs {
-		calls := e.starts(t, longBlogs[i])
-		if len(calls) != 2 || calls[0].Node != "w1" || calls[0].EndedAt == nil || !frLeaseLost(calls[0]) ||
+		calls := e.Starts(t, longBlogs[i])
+		if len(calls) != 2 || calls[0].Node != "w1" || calls[0].EndedAt == nil || !faultkit.LeaseLost(calls[0]) ||
 			calls[1].Node != "w2" || calls[1].Attempt != 2 || calls[1].Outcome == nil || *calls[1].Outcome != "ok" ||
 			calls[1].StartedAt.Before(w.Fault) || !calls[1].StartedAt.Before(w.Heal) {
 			t.Errorf("long job %d: calls %v; want w1's ended by its lost lease, then w2's second attempt, started during the partition, ok once released", id, calls)
@@ -348,71 +365,53 @@ func nfPartition(t *testing.T, c nfPartitionCase) {
 		if stopped < 0 || stopped > lostWithin {
 			t.Errorf("long job %d: w1's call ended %v after the partition began; want its lease lost within %v", id, stopped, lostWithin)
 		}
-		if row := e.row(t, id); !row.Processed || row.Attempts != 2 {
+		if row := e.Row(t, id); !row.Processed || row.Attempts != 2 {
 			t.Errorf("long job %d: row %+v; want processed on attempt 2", id, row)
 		}
 	}
+	return stoppedWithin, rerunAfter
+}
 
-	// What w1 started while partitioned (after a claim made just before could still start).
-	var w1Keyed, w1Plain int
-	for _, m := range e.ledger(t) {
-		if m.Node != "w1" || m.StartedAt.Before(w.Fault.Add(frOutageBound)) || !m.StartedAt.Before(w.Heal) {
+// checkW1StartsWhilePartitioned checks what w1 started while partitioned (after a claim made just
+// before could still start): no keyed job, and plain jobs exactly when it still reached PostgreSQL.
+// It returns how many of each it started.
+func checkW1StartsWhilePartitioned(t *testing.T, e *faultkit.RedisWorld, w faultkit.Phases, postgres bool) (w1Keyed, w1Plain int) {
+	t.Helper()
+	for _, m := range e.Ledger(t) {
+		if m.Node != "w1" || m.StartedAt.Before(w.Fault.Add(faultkit.LockOutageBound)) || !m.StartedAt.Before(w.Heal) {
 			continue
 		}
-		if m.BlogID >= frPlainBase && m.BlogID < frProbeBase {
+		if m.BlogID >= faultkit.RedisPlainBlogBase && m.BlogID < faultkit.ProbeBlogBase {
 			w1Plain++
 		} else {
 			w1Keyed++
 		}
 	}
 	if w1Keyed != 0 {
-		t.Errorf("w1 started %d keyed jobs while partitioned (from %v after it began); want none", w1Keyed, frOutageBound)
+		t.Errorf("w1 started %d keyed jobs while partitioned (from %v after it began); want none", w1Keyed, faultkit.LockOutageBound)
 	}
 	switch {
-	case c.postgres && w1Plain != 0:
+	case postgres && w1Plain != 0:
 		t.Errorf("w1 started %d plain jobs while held off from PostgreSQL; want none: it cannot claim", w1Plain)
-	case !c.postgres && w1Plain == 0:
+	case !postgres && w1Plain == 0:
 		t.Errorf("w1 started no plain job while cut off from Redis; want it to keep working the kind that needs no lock")
 	}
-	rk, rp := w.rates(t, e.db, ""), w.rates(t, e.db, frPlainKind)
-	// The partition takes w1's share away until its claims' leases run out (held off) or the
-	// execution locks it could not release expire (cut off): a few keys stall for up to a lease, and
-	// w2 catches up with them within the window.
-	for _, k := range []struct {
-		name string
-		r    frRates
-	}{{"keyed", rk}, {"plain", rp}} {
-		if k.r.During < frKeepUp*k.r.Before || k.r.After < frKeepUp*k.r.Before {
-			t.Errorf("%s throughput before/during/after %.1f/%.1f/%.1f jobs/s; want at least %.0f%% of before during the partition and after",
-				k.name, k.r.Before, k.r.During, k.r.After, 100*frKeepUp)
-		}
+	return w1Keyed, w1Plain
+}
+
+// checkW1LateWrites checks what became of w1's outcomes for its long jobs: held off, its retries
+// arrived after the heal and were refused by the fence; cut off, it wrote them itself. It returns
+// w1's lost leases and refused finishes.
+func checkW1LateWrites(t *testing.T, w1 *faultkit.Worker, st dispatcher.Stats, postgres bool, longJobs int) (w1Leases, w1Stale int64) {
+	t.Helper()
+	if s := w1.Stats(); s != nil {
+		w1Leases, w1Stale = s.LeasesLost, s.StaleFinishes
 	}
-	// frCheckJobs (in finish) has already proven each duplicate's lease loss; cut off from Redis,
-	// w1 still writes its outcomes, so there may be none.
-	if st.Failed != 0 || (!c.postgres && (figs[0].Duplicates != 0 || figs[1].Duplicates != 0 || st.Rescued != 0)) {
-		t.Errorf("stats %+v, duplicates %d and %d; want no job failed, and with w1 cut off from Redis no rescue or duplicate", st, figs[0].Duplicates, figs[1].Duplicates)
+	if postgres && w1Stale < int64(longJobs) {
+		t.Errorf("w1's stale finishes %d; want at least its %d long jobs' retries, delivered after the heal and refused by the fence", w1Stale, longJobs)
 	}
-	recovery := frRecovery(t, e.db, "", w.Heal, w.End, 0.9*rk.Before)
-	if recovery < 0 {
-		t.Errorf("the keyed kind's throughput never came back to 90%% of before (%.1f jobs/s) after the partition", rk.Before)
+	if !postgres && st.Retried != int64(longJobs) {
+		t.Errorf("retried %d; want the %d long jobs', each written by w1 itself (it still reaches PostgreSQL)", st.Retried, longJobs)
 	}
-	var w1Leases, w1Stale int64
-	if w1 := workers[0].Stats(); w1 != nil {
-		w1Leases, w1Stale = w1.LeasesLost, w1.StaleFinishes
-	}
-	if c.postgres && w1Stale < int64(len(longIDs)) {
-		t.Errorf("w1's stale finishes %d; want at least its %d long jobs' retries, delivered after the heal and refused by the fence", w1Stale, len(longIDs))
-	}
-	if !c.postgres && st.Retried != int64(len(longIDs)) {
-		t.Errorf("retried %d; want the %d long jobs', each written by w1 itself (it still reaches PostgreSQL)", st.Retried, len(longIDs))
-	}
-	faultFigures(t, c.name, "partition", partition,
-		"keyed before", rk.Before, "keyed during", rk.During, "keyed after", rk.After,
-		"plain before", rp.Before, "plain during", rp.During, "plain after", rp.After,
-		"recovery (keyed, from the heal)", recovery,
-		"duplicates", figs[0].Duplicates+figs[1].Duplicates, "lost", figs[0].Lost+figs[1].Lost,
-		"long jobs stopped on w1 within", stoppedWithin, "long jobs running again on w2 after", rerunAfter,
-		"w1 plain starts while partitioned", w1Plain, "w1 keyed starts while partitioned", w1Keyed,
-		"w1 leases lost", w1Leases, "w1 stale finishes refused", w1Stale,
-		"rescued", st.Rescued, "retried", st.Retried, "claims released", st.Released)
+	return w1Leases, w1Stale
 }

@@ -1,33 +1,31 @@
 package integration_test
 
-// The fault scenarios of worker processes (6, 7, 8, 11 and 13 in docs/reliability.md): a worker paused past
-// its lease, a worker killed mid-job, workers killed and restarted again and again under load, the
-// maintenance leader stalled, and jobs that fail now and then or always. Each runs real worker
-// processes (worker_main_test.go) against the test's schema, and checks every job's end from the
-// ledger and the audit of every row change (faults_harness_test.go).
+// The fault scenarios of worker processes (6, 7 and 8 in docs/reliability.md): a worker paused past
+// its lease, a worker killed mid-job, and workers killed and restarted again and again under load.
+// Each runs real worker processes (faultkit.StartWorker) against the test's schema, and checks every
+// job's end from the ledger and the audit of every row change (faultkit.CheckAudit).
 //
-// The paused and the stalled worker (6 and 11) send their stale finish while the job's re-run still
-// holds its row: without the fence on finishes (the row's token, I1), that write would send the row
-// back to wait under the re-run, and checkAudit fails them. A killed worker (7, 8) writes nothing
-// more, and in 13 no lease is lost: those check the rescue, the attempts and the throughput.
+// The paused worker (6) sends its stale finish while the job's re-run still holds its row: without
+// the fence on finishes (the row's token, I1), that write would send the row back to wait under the
+// re-run, and CheckAudit fails it. A killed worker (7, 8) writes nothing more: those check the
+// rescue, the attempts and the throughput.
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/testenv"
+	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// wfPlainKind is the plain kind the scenarios load the workers with besides the keyed one.
-const wfPlainKind = "mp_plain"
+// plainKind is the plain kind the scenarios load the workers with besides the keyed one.
+const plainKind = "mp_plain"
 
 // A worker process is stopped (SIGSTOP) while its job runs and stays stopped past its lease: the job
 // is taken back and runs again in the other worker, which holds it (its handler blocks until the
@@ -38,7 +36,7 @@ const wfPlainKind = "mp_plain"
 // kind runs at a steady 100 jobs/s through both workers; its jobs the paused worker held run again
 // too.
 func TestFault06WorkerPaused(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		leaseTTL  = 3 * time.Second
 		rescue    = 200 * time.Millisecond
@@ -50,88 +48,165 @@ func TestFault06WorkerPaused(t *testing.T) {
 		window     = 6 * time.Second
 		blog       = 1
 	)
-	ctx := context.Background()
-	mpReserve(t, 2)
-	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	plain := e.addPlainKind(t, wfPlainKind, retryDelay)
-	installAudit(t, e.db, e.schema.Name, mpKindName)
-	installAudit(t, e.db, e.schema.Name, wfPlainKind)
-	installWriteLog(t, e.db, e.schema.Name, mpKindName)
-	job, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := newWFNodes()
-	settings := func(node string) mpWorkerSettings {
-		s := nodes.settings(t, e, node)
-		s.BlockBlogs = []int64{blog} // every attempt of the job blocks until released (block ids would block the plain kind's job of that id too)
-		s.SleepMin, s.SleepMax = 2*time.Millisecond, 5*time.Millisecond
-		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval, s.RetryDelay = leaseTTL, rescue, leaderTTL, 200*time.Millisecond, retryDelay
-		s.Extra = map[string]string{mpEnvPlainKind: wfPlainKind}
-		return s
-	}
-	workers := []*mpWorker{mpStartWorker(t, settings("w1")), mpStartWorker(t, settings("w2"))}
-	mpWaitReady(t, 60*time.Second, workers...)
-	var plainIDs wfIDs
-	stopLoad := wfSteady(t, rate, wfPlainLoad(e, plain, func(k int) int64 { return int64(k) }, &plainIDs))
-	mpWaitFor(t, "the job to start", 30*time.Second, func() bool { return wfCallCount(t, e.db, "", job.ID) == 1 })
-	first := wfCalls(t, e.db, "", job.ID)[0]
-	victim, other := workers[0], workers[1]
-	if first.Pid == other.Pid {
-		victim, other = other, victim
-	}
+	leases := faultkit.Leases{TTL: leaseTTL, Rescue: rescue, LeaderTTL: leaderTTL, Poll: 200 * time.Millisecond, RetryDelay: retryDelay}
+
+	// Arranged: two workers share a steady plain load; one of them runs the keyed job, which blocks.
+	sc := arrangeBlockedJobBesidePlainLoad(t, leases, blog, rate)
 	time.Sleep(time.Second) // the load settles
-	before := wfMeasure(t, e, window)
+	before := faultkit.Measure(t, sc.e, window)
 
-	resume := wfPause(t, victim)
-	pausedAt := e.dbNow(t)
-	time.Sleep(200 * time.Millisecond) // a statement sent just before the stop has landed by now
-	held := e.row(t, job.ID)
-	if held.LeaseOwner == nil || *held.LeaseOwner != victim.Name || held.LeaseExpiresAt == nil || held.Token != first.Token || held.Attempts != 1 {
-		t.Fatalf("the job once its worker was paused: %+v; want leased by %s with token %d, attempt 1", held, victim.Name, first.Token)
-	}
-	leaseEnd := *held.LeaseExpiresAt
-	mpWaitFor(t, "the job to run again in the other worker", 30*time.Second, func() bool { return wfCallCount(t, e.db, "", job.ID) == 2 })
-	time.Sleep(time.Second) // paused a while longer: the paused worker's plain jobs run again too
-	resumedAt := e.dbNow(t)
-	resume()
-	during := wfWindow{from: pausedAt, to: resumedAt}
-	wfAlive(t, "while paused", workers...)
+	// Injected: the job's worker stopped past its lease, until the job runs again in the other.
+	p := sc.pauseUntilRerun(t)
+	rerunning := sc.waitStaleFinishThenRelease(t, p)
+	after := faultkit.Measure(t, sc.e, window)
+	sent, ids := sc.drain(t)
 
-	// Woken, the paused worker abandons the job and sends its finish while the re-run still holds the row.
-	victimApp := nodes.app(victim.Name)
-	mpWaitFor(t, "the paused worker's finish of the job", 30*time.Second, func() bool {
-		return len(wfWritesOf(t, e.db, mpKindName, victimApp, resumedAt, "finish")) > 0
-	})
-	rerunning := e.row(t, job.ID)
-	e.release(t, job.ID)
-	mpWaitFor(t, "the re-run to complete the job", 30*time.Second, func() bool { return e.row(t, job.ID).Processed })
-	after := wfMeasure(t, e, window)
-	sent := stopLoad()
-	ids := plainIDs.all()
-	wfWaitProcessed(t, e.db, wfPlainKind, ids, 60*time.Second)
-	wfAlive(t, "after the pause", workers...)
-	mpTerminate(t, workers...)
-	e.checkQuiet(t)
-
-	keyed := checkAudit(t, e.db, mpKindName, "")
-	plainAudit := checkAudit(t, e.db, wfPlainKind, wfPlainKind)
-	lostKeyed, dupKeyed := wfTally(t, e.db, mpKindName, "", []int64{job.ID}, nil)
-	lost, dups := wfTally(t, e.db, wfPlainKind, wfPlainKind, ids, nil)
-	holders := wfCheckKeyOverlap(t, e.db, 1)
+	// What must hold: the audit, nothing lost, no duplicate, one holder of the key at a time; the
+	// re-run alone completed the row, after the rescue; the woken worker's writes changed nothing.
+	e := sc.e
+	keyed := faultkit.CheckAudit(t, e.DB, faultkit.KeyedKind, "")
+	plainAudit := faultkit.CheckAudit(t, e.DB, plainKind, plainKind)
+	lostKeyed, dupKeyed := faultkit.CheckLostAndDuplicates(t, e.DB, faultkit.KeyedKind, "", []int64{sc.job}, nil)
+	lost, dups := faultkit.CheckLostAndDuplicates(t, e.DB, plainKind, plainKind, ids, nil)
+	holders := faultkit.CheckKeyHolders(t, e.DB, 1)
 	if dupKeyed != 0 {
 		t.Errorf("the blocked job ran to ok %d times too many", dupKeyed)
 	}
+	paused, rerun := sc.checkRerunCompleted(t, p, rerunning)
+	rescuedAt := sc.checkRescuedAfterLease(t, p, paused, rerun)
+	stale, finishes, beats := sc.checkStaleWritesChangedNothing(t, p)
+	handlersAtOnce := maxHandlersAtOnce(t, e, blog)
+	faultkit.ReportFigures(t, "06 worker paused",
+		"throughput_before", before.Rate(t, e.DB, plainKind), "throughput_during", p.during.Rate(t, e.DB, plainKind),
+		"throughput_after", after.Rate(t, e.DB, plainKind), "offered", rate,
+		"recovery", rerun.StartedAt.Sub(p.pausedAt), "paused_for", p.resumedAt.Sub(p.pausedAt),
+		"rescued_after_lease_end", rescuedAt.Sub(p.leaseEnd), "abandoned_after_wake", faultkit.SinceOrZero(paused.EndedAt, p.resumedAt),
+		"stale_finishes", finishes, "stale_heartbeats", beats, "rows_changed_by_stale_writes", faultkit.RowsChanged(stale),
+		"duplicates", dups+dupKeyed, "lost", lost+lostKeyed, "jobs", sent+1,
+		"rescues", keyed.Rescues+plainAudit.Rescues, "key_holders_max", holders, "key_handlers_at_once_incl_paused", handlersAtOnce)
+}
 
-	// The job: two attempts, the paused one abandoned once woken, the re-run completed the row.
-	calls := wfCalls(t, e.db, "", job.ID)
+// blockedJobBesidePlainLoad is scenario 6's world: two workers sharing a steady plain load, and a
+// keyed job whose every attempt blocks until released, run by the victim.
+type blockedJobBesidePlainLoad struct {
+	e             *faultkit.World
+	apps          faultkit.AppNames
+	job           int64
+	workers       []*faultkit.Worker
+	victim, other *faultkit.Worker // the worker that runs the job, and the other
+	first         faultkit.Call    // the job's first attempt
+	plainIDs      faultkit.IDs
+	stopLoad      func() int
+}
+
+// arrangeBlockedJobBesidePlainLoad starts the two workers (each connecting under an application_name
+// of its own, so that the write log tells their statements apart) and the load, and waits until
+// the job runs.
+func arrangeBlockedJobBesidePlainLoad(t *testing.T, leases faultkit.Leases, blog int64, rate float64) *blockedJobBesidePlainLoad {
+	t.Helper()
+	ctx := context.Background()
+	faultkit.Reserve(t, 2)
+	r := testenv.NewRedis(t)
+	e := faultkit.NewWorld(t, leases.RetryDelay, r.Addrs, r.Clients, r.Prefix)
+	plain := e.AddPlainKind(t, plainKind, leases.RetryDelay)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, plainKind)
+	faultkit.InstallWriteLog(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
+	job, err := dispatcher.Enqueue(ctx, e.DB, e.Kind, faultkit.KeyedJob{BlogID: blog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &blockedJobBesidePlainLoad{e: e, apps: faultkit.NewAppNames(), job: job.ID}
+	settings := func(node string) faultkit.WorkerSettings {
+		s := sc.apps.Settings(t, e, node)
+		s.BlockBlogs = []int64{blog} // every attempt of the job blocks until released (block ids would block the plain kind's job of that id too)
+		s.SleepMin, s.SleepMax = 2*time.Millisecond, 5*time.Millisecond
+		leases.Apply(&s)
+		s.PlainKind = plainKind
+		return s
+	}
+	sc.workers = []*faultkit.Worker{faultkit.StartWorker(t, settings("w1")), faultkit.StartWorker(t, settings("w2"))}
+	faultkit.WaitReady(t, 60*time.Second, sc.workers...)
+	sc.stopLoad = faultkit.StartSteadyLoad(t, rate, faultkit.PlainJobs(e, plain, func(k int) int64 { return int64(k) }, &sc.plainIDs))
+	faultkit.WaitFor(t, "the job to start", 30*time.Second, func() bool { return faultkit.CallCount(t, e.DB, "", sc.job) == 1 })
+	sc.first = faultkit.Calls(t, e.DB, "", sc.job)[0]
+	sc.victim, sc.other = sc.workers[0], sc.workers[1]
+	if sc.first.Pid == sc.other.Pid {
+		sc.victim, sc.other = sc.other, sc.victim
+	}
+	return sc
+}
+
+// pause is what became of the victim's pause.
+type pause struct {
+	pausedAt, resumedAt time.Time
+	leaseEnd            time.Time // the job's lease when the victim stopped
+	during              faultkit.Window
+}
+
+// pauseUntilRerun stops the victim (SIGSTOP), checks that it still held the job, waits until the job
+// runs again in the other worker and a second more, and continues the victim (SIGCONT).
+func (sc *blockedJobBesidePlainLoad) pauseUntilRerun(t *testing.T) pause {
+	t.Helper()
+	e := sc.e
+	resume := faultkit.Pause(t, sc.victim)
+	pausedAt := e.Now(t)
+	time.Sleep(200 * time.Millisecond) // a statement sent just before the stop has landed by now
+	held := e.Row(t, sc.job)
+	if held.LeaseOwner == nil || *held.LeaseOwner != sc.victim.Name || held.LeaseExpiresAt == nil || held.Token != sc.first.Token || held.Attempts != 1 {
+		t.Fatalf("the job once its worker was paused: %+v; want leased by %s with token %d, attempt 1", held, sc.victim.Name, sc.first.Token)
+	}
+	leaseEnd := *held.LeaseExpiresAt
+	faultkit.WaitFor(t, "the job to run again in the other worker", 30*time.Second, func() bool { return faultkit.CallCount(t, e.DB, "", sc.job) == 2 })
+	time.Sleep(time.Second) // paused a while longer: the paused worker's plain jobs run again too
+	resumedAt := e.Now(t)
+	resume()
+	p := pause{pausedAt: pausedAt, resumedAt: resumedAt, leaseEnd: leaseEnd, during: faultkit.Window{From: pausedAt, To: resumedAt}}
+	faultkit.CheckAlive(t, "while paused", sc.workers...)
+	return p
+}
+
+// waitStaleFinishThenRelease waits until the woken victim, which abandons the job, has sent its
+// finish while the re-run still holds the row, then lets the re-run end. It returns the row as it
+// was when that finish had been sent.
+func (sc *blockedJobBesidePlainLoad) waitStaleFinishThenRelease(t *testing.T, p pause) faultkit.Row {
+	t.Helper()
+	e := sc.e
+	victimApp := sc.apps.App(sc.victim.Name)
+	faultkit.WaitFor(t, "the paused worker's finish of the job", 30*time.Second, func() bool {
+		return len(faultkit.Writes(t, e.DB, faultkit.KeyedKind, victimApp, p.resumedAt, "finish")) > 0
+	})
+	rerunning := e.Row(t, sc.job)
+	e.Release(t, sc.job)
+	faultkit.WaitFor(t, "the re-run to complete the job", 30*time.Second, func() bool { return e.Row(t, sc.job).Processed })
+	return rerunning
+}
+
+// drain stops the load, waits until its jobs have finished and stops the workers (SIGTERM). It
+// returns how many plain jobs were sent, and their ids.
+func (sc *blockedJobBesidePlainLoad) drain(t *testing.T) (int, []int64) {
+	t.Helper()
+	sent := sc.stopLoad()
+	ids := sc.plainIDs.All()
+	faultkit.WaitFinished(t, sc.e.DB, plainKind, ids, 60*time.Second)
+	faultkit.CheckAlive(t, "after the pause", sc.workers...)
+	faultkit.Terminate(t, sc.workers...)
+	sc.e.CheckQuiet(t)
+	return sent, ids
+}
+
+// checkRerunCompleted checks the job's two attempts: the paused one abandoned once woken, the re-run
+// holding the row when the stale finish came, and completing it. It returns both calls.
+func (sc *blockedJobBesidePlainLoad) checkRerunCompleted(t *testing.T, p pause, rerunning faultkit.Row) (paused, rerun faultkit.Call) {
+	t.Helper()
+	victim, other := sc.victim, sc.other
+	calls := faultkit.Calls(t, sc.e.DB, "", sc.job)
 	if len(calls) != 2 {
 		t.Errorf("the job's handler ran %d times, want 2: %v", len(calls), calls)
-		calls = append(calls, make([]mpEntry, 2)...)
+		calls = append(calls, make([]faultkit.Call, 2)...)
 	}
-	paused, rerun := calls[0], calls[1]
-	if paused.Pid != victim.Pid || paused.Attempt != 1 || paused.EndedAt == nil || !paused.EndedAt.After(resumedAt) ||
+	paused, rerun = calls[0], calls[1]
+	if paused.Pid != victim.Pid || paused.Attempt != 1 || paused.EndedAt == nil || !paused.EndedAt.After(p.resumedAt) ||
 		paused.Outcome == nil || !strings.HasPrefix(*paused.Outcome, dispatcher.ErrLeaseLost.Error()) {
 		t.Errorf("the paused attempt: %v; want attempt 1 in %s, abandoned after it woke with %q", paused, victim, dispatcher.ErrLeaseLost)
 	}
@@ -141,23 +216,35 @@ func TestFault06WorkerPaused(t *testing.T) {
 	if rerunning.LeaseOwner == nil || *rerunning.LeaseOwner != other.Name || rerunning.Token != rerun.Token {
 		t.Errorf("when the paused worker's finish had been sent, the row was %+v; want still held by the re-run (token %d)", rerunning, rerun.Token)
 	}
-	row := e.row(t, job.ID)
+	row := sc.e.Row(t, sc.job)
 	if !row.Processed || row.Attempts != 2 || row.Token != rerun.Token || row.LastError == nil ||
 		!strings.HasPrefix(*row.LastError, "lease expired: "+victim.Name+" stopped renewing it") {
 		t.Errorf("the job's row: %+v; want processed by the re-run (token %d) on attempt 2, the rescue's reason kept", row, rerun.Token)
 	}
-	// Taken back once, after the lease had run out (the database's clock), and only then run again.
+	return paused, rerun
+}
+
+// checkRescuedAfterLease checks that the job was taken back once, after the lease had run out (the
+// database's clock), and only then run again. It returns when the rescue was.
+func (sc *blockedJobBesidePlainLoad) checkRescuedAfterLease(t *testing.T, p pause, paused, rerun faultkit.Call) time.Time {
+	t.Helper()
 	var rescuedAt time.Time
-	if err := e.db.QueryRow(ctx, `SELECT at FROM fault_audit WHERE kind = $1 AND job_id = $2 AND old_token = $3
-		AND old_state = 'running' AND new_state = 'waiting' AND new_token > old_token`, mpKindName, job.ID, paused.Token).Scan(&rescuedAt); err != nil {
+	if err := sc.e.DB.QueryRow(context.Background(), `SELECT at FROM fault_audit WHERE kind = $1 AND job_id = $2 AND old_token = $3
+		AND old_state = 'running' AND new_state = 'waiting' AND new_token > old_token`, faultkit.KeyedKind, sc.job, paused.Token).Scan(&rescuedAt); err != nil {
 		t.Errorf("the rescue of the paused attempt's lease: %v", err)
 	}
-	if rescuedAt.Before(leaseEnd) || rerun.StartedAt.Before(rescuedAt) {
-		t.Errorf("lease ran out at %v, rescued at %v, re-run started at %v: want that order", leaseEnd, rescuedAt, rerun.StartedAt)
+	if rescuedAt.Before(p.leaseEnd) || rerun.StartedAt.Before(rescuedAt) {
+		t.Errorf("lease ran out at %v, rescued at %v, re-run started at %v: want that order", p.leaseEnd, rescuedAt, rerun.StartedAt)
 	}
-	// Every write the paused worker sent once woken (finish, lease extensions) changed nothing.
-	stale := wfWritesOf(t, e.db, mpKindName, victimApp, resumedAt, "finish", "heartbeat")
-	finishes, beats := 0, 0
+	return rescuedAt
+}
+
+// checkStaleWritesChangedNothing checks that every write the paused worker sent once woken (finish,
+// lease extensions) changed nothing, and that both workers counted what happened. It returns those
+// writes, and how many were finishes and lease extensions.
+func (sc *blockedJobBesidePlainLoad) checkStaleWritesChangedNothing(t *testing.T, p pause) (stale []faultkit.Write, finishes, beats int) {
+	t.Helper()
+	stale = faultkit.Writes(t, sc.e.DB, faultkit.KeyedKind, sc.apps.App(sc.victim.Name), p.resumedAt, "finish", "heartbeat")
 	for _, w := range stale {
 		if w.Stmt == "finish" {
 			finishes++
@@ -165,28 +252,27 @@ func TestFault06WorkerPaused(t *testing.T) {
 			beats++
 		}
 	}
-	if n := wfRowsChanged(stale); n != 0 || finishes == 0 {
+	if n := faultkit.RowsChanged(stale); n != 0 || finishes == 0 {
 		t.Errorf("the paused worker's writes once woken: %+v; want its finish, each changing 0 rows", stale)
 	}
-	if st := victim.Stats(); st == nil || st.LeasesLost < 1 || st.StaleFinishes < 1 {
+	if st := sc.victim.Stats(); st == nil || st.LeasesLost < 1 || st.StaleFinishes < 1 {
 		t.Errorf("the paused worker's stats %+v; want the lost lease and the refused finish counted", st)
 	}
-	if st := other.Stats(); st == nil || st.Rescued < 1 {
+	if st := sc.other.Stats(); st == nil || st.Rescued < 1 {
 		t.Errorf("the other worker's stats %+v; want its rescue of the paused worker's job counted", st)
 	}
+	return stale, finishes, beats
+}
 
-	var handlersAtOnce int
-	if err := e.db.QueryRow(ctx, `SELECT max_seen FROM mp_conc WHERE blog_id = $1`, blog).Scan(&handlersAtOnce); err != nil {
+// maxHandlersAtOnce is the most handlers of blog that ran at once, a stopped worker's frozen one
+// included (mp_conc).
+func maxHandlersAtOnce(t *testing.T, e *faultkit.World, blog int64) int {
+	t.Helper()
+	var n int
+	if err := e.DB.QueryRow(context.Background(), `SELECT max_seen FROM mp_conc WHERE blog_id = $1`, blog).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	faultFigures(t, "06 worker paused",
-		"throughput_before", before.rate(t, e.db, wfPlainKind), "throughput_during", during.rate(t, e.db, wfPlainKind),
-		"throughput_after", after.rate(t, e.db, wfPlainKind), "offered", rate,
-		"recovery", rerun.StartedAt.Sub(pausedAt), "paused_for", resumedAt.Sub(pausedAt),
-		"rescued_after_lease_end", rescuedAt.Sub(leaseEnd), "abandoned_after_wake", wfSince(paused.EndedAt, resumedAt),
-		"stale_finishes", finishes, "stale_heartbeats", beats, "rows_changed_by_stale_writes", wfRowsChanged(stale),
-		"duplicates", dups+dupKeyed, "lost", lost+lostKeyed, "jobs", sent+1,
-		"rescues", keyed.Rescues+plainAudit.Rescues, "key_holders_max", holders, "key_handlers_at_once_incl_paused", handlersAtOnce)
+	return n
 }
 
 // A worker process is killed (SIGKILL) while it runs jobs: three whose handlers block on their first
@@ -195,7 +281,7 @@ func TestFault06WorkerPaused(t *testing.T) {
 // has run out, and not before: completed once, with attempts_made 2 (the killed attempt counted), and
 // the next job of a blocked job's key waits for the retry.
 func TestFault07WorkerKilled(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		leaseTTL   = 3 * time.Second
 		rescue     = 200 * time.Millisecond
@@ -206,85 +292,147 @@ func TestFault07WorkerKilled(t *testing.T) {
 		window     = 6 * time.Second
 		during     = 8 * time.Second // from the kill: the lease runs out, the jobs run again
 	)
-	mpReserve(t, 3)
+	leases := faultkit.Leases{TTL: leaseTTL, Rescue: rescue, LeaderTTL: leaderTTL, Poll: 200 * time.Millisecond, RetryDelay: retryDelay}
+
+	// Arranged: the victim holds three blocked jobs; two survivors share a steady keyed load with it.
+	sc := arrangeVictimHoldingBlockedJobs(t, leases, []int64{1001, 1002, 1003})
+	stopLoad := faultkit.StartSteadyLoad(t, rate, faultkit.KeyedJobs(sc.e, 1, blogs, &sc.ids))
+	time.Sleep(time.Second)
+	before := faultkit.Measure(t, sc.e, window)
+
+	// Injected: the victim killed; its leases run out and its jobs run again.
+	killedAt, leaseEnds := sc.killVictim(t)
+	faultkit.SleepUntil(t, sc.e, killedAt.Add(during))
+	faultkit.CheckAlive(t, "after the kill", sc.survivors...)
+	after := faultkit.Measure(t, sc.e, window)
+	sent := stopLoad()
+	all := sc.drain(t)
+
+	// What must hold: every job completed once, nothing lost, one holder of a key at a time, claims
+	// in key order, attempts = 1 + rescues; the blocked jobs retried after their lease, each key's
+	// next job after the retry.
+	e := sc.e
+	audit := faultkit.CheckAudit(t, e.DB, faultkit.KeyedKind, "")
+	if audit.Completions != len(all) {
+		t.Errorf("%d completions of %d jobs: want exactly one each", audit.Completions, len(all))
+	}
+	lost, dups := faultkit.CheckLostAndDuplicates(t, e.DB, faultkit.KeyedKind, "", all, nil)
+	holders := faultkit.CheckKeyHolders(t, e.DB, 1)
+	e.CheckOrder(t)
+	fromVictim := sc.checkAttemptsCounted(t, audit)
+	retryLag := sc.checkBlockedJobsRetried(t, leaseEnds)
+	sum := faultkit.SumStats(t, sc.survivors)
+	if sum.Rescued < int64(fromVictim) || sum.StaleFinishes != 0 {
+		t.Errorf("the survivors' stats %s; want the victim's %d jobs rescued by them, no stale finish", faultkit.StatsSummary(sum), fromVictim)
+	}
+	recovered := sc.lastRescuedCompletion(t)
+	faultkit.ReportFigures(t, "07 worker killed",
+		"throughput_before", before.Rate(t, e.DB, ""), "throughput_during", faultkit.Window{From: killedAt, To: killedAt.Add(during)}.Rate(t, e.DB, ""),
+		"throughput_after", after.Rate(t, e.DB, ""), "offered", rate,
+		"recovery", recovered.Sub(killedAt), "victim_jobs_rescued", fromVictim, "retry_after_lease_end_max", slices.Max(retryLag),
+		"duplicates", dups, "lost", lost, "jobs", sent+len(sc.heads)+len(sc.nexts), "completions", audit.Completions, "key_holders_max", holders)
+}
+
+// victimHoldingBlockedJobs is scenario 7's world: the victim, which runs the first job of each
+// blocked blog (their handlers block on their first attempt), and the two survivors.
+type victimHoldingBlockedJobs struct {
+	e            *faultkit.World
+	heads, nexts []int64 // each blocked blog's first job and the next one
+	victim       *faultkit.Worker
+	survivors    []*faultkit.Worker
+	ids          faultkit.IDs // the load's jobs
+}
+
+// arrangeVictimHoldingBlockedJobs starts the victim alone, so that it takes the blocked jobs, then
+// the two survivors.
+func arrangeVictimHoldingBlockedJobs(t *testing.T, leases faultkit.Leases, blockedBlogs []int64) *victimHoldingBlockedJobs {
+	t.Helper()
+	faultkit.Reserve(t, 3)
 	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	installAudit(t, e.db, e.schema.Name, mpKindName)
-	e.installOrderCheck(t)
-	blockedBlogs := []int64{1001, 1002, 1003}
-	enqueued := mpEnqueued{}
-	heads := e.enqueue(t, enqueued, blockedBlogs, 0, 1)
-	nexts := e.enqueue(t, enqueued, blockedBlogs, 1, 1)
-	settings := func(node string) mpWorkerSettings {
-		s := e.worker(node)
-		s.BlockIDs, s.BlockUpToAttempt = heads, 1
+	e := faultkit.NewWorld(t, leases.RetryDelay, r.Addrs, r.Clients, r.Prefix)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
+	e.InstallOrderCheck(t)
+	enqueued := faultkit.Enqueued{}
+	sc := &victimHoldingBlockedJobs{e: e}
+	sc.heads = e.Enqueue(t, enqueued, blockedBlogs, 0, 1)
+	sc.nexts = e.Enqueue(t, enqueued, blockedBlogs, 1, 1)
+	settings := func(node string) faultkit.WorkerSettings {
+		s := e.WorkerSettings(node)
+		s.BlockIDs, s.BlockUpToAttempt = sc.heads, 1
 		s.SleepMin, s.SleepMax, s.Concurrency = 2*time.Millisecond, 5*time.Millisecond, 8
-		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval, s.RetryDelay = leaseTTL, rescue, leaderTTL, 200*time.Millisecond, retryDelay
+		leases.Apply(&s)
 		return s
 	}
-	// The victim starts alone, so that it takes the blocked jobs; then the two others.
-	victim := mpStartWorker(t, settings("victim"))
-	mpWaitFor(t, "the blocked jobs to start in the victim", 60*time.Second, func() bool {
-		return wfCount(t, e.db, `SELECT count(*) FROM mp_ledger WHERE kind IS NULL AND job_id = ANY ($1)`, heads) == len(heads)
+	sc.victim = faultkit.StartWorker(t, settings("victim"))
+	faultkit.WaitFor(t, "the blocked jobs to start in the victim", 60*time.Second, func() bool {
+		return faultkit.QueryCount(t, e.DB, `SELECT count(*) FROM mp_ledger WHERE kind IS NULL AND job_id = ANY ($1)`, sc.heads) == len(sc.heads)
 	})
-	survivors := []*mpWorker{mpStartWorker(t, settings("w2")), mpStartWorker(t, settings("w3"))}
-	mpWaitReady(t, 60*time.Second, survivors...)
-	var ids wfIDs
-	stopLoad := wfSteady(t, rate, wfKeyedLoad(e, 1, blogs, &ids))
-	time.Sleep(time.Second)
-	before := wfMeasure(t, e, window)
+	sc.survivors = []*faultkit.Worker{faultkit.StartWorker(t, settings("w2")), faultkit.StartWorker(t, settings("w3"))}
+	faultkit.WaitReady(t, 60*time.Second, sc.survivors...)
+	return sc
+}
 
-	victim.Kill(t)
-	killedAt := e.dbNow(t)
+// killVictim kills the victim (SIGKILL), checks that it held the blocked jobs, and returns when it
+// died and when each blocked job's lease ends.
+func (sc *victimHoldingBlockedJobs) killVictim(t *testing.T) (time.Time, map[int64]time.Time) {
+	t.Helper()
+	sc.victim.Kill(t)
+	killedAt := sc.e.Now(t)
 	time.Sleep(200 * time.Millisecond) // a statement the victim sent just before it died has landed by now
 	leaseEnds := map[int64]time.Time{}
-	for _, id := range heads {
-		row := e.row(t, id)
-		if row.LeaseOwner == nil || *row.LeaseOwner != victim.Name || row.LeaseExpiresAt == nil || row.Attempts != 1 || row.Processed {
+	for _, id := range sc.heads {
+		row := sc.e.Row(t, id)
+		if row.LeaseOwner == nil || *row.LeaseOwner != sc.victim.Name || row.LeaseExpiresAt == nil || row.Attempts != 1 || row.Processed {
 			t.Fatalf("blocked job %d after the kill: %+v; want leased by the victim, attempt 1", id, row)
 		}
 		leaseEnds[id] = *row.LeaseExpiresAt
 	}
-	wfUntil(t, e, killedAt.Add(during))
-	wfAlive(t, "after the kill", survivors...)
-	after := wfMeasure(t, e, window)
-	sent := stopLoad()
-	all := append(ids.all(), append(heads, nexts...)...)
-	wfWaitProcessed(t, e.db, mpKindName, all, 60*time.Second)
-	wfAlive(t, "after the kill", survivors...)
-	mpTerminate(t, survivors...)
-	e.checkQuiet(t)
+	return killedAt, leaseEnds
+}
 
-	audit := checkAudit(t, e.db, mpKindName, "")
-	if audit.Completions != len(all) {
-		t.Errorf("%d completions of %d jobs: want exactly one each", audit.Completions, len(all))
-	}
-	lost, dups := wfTally(t, e.db, mpKindName, "", all, nil)
-	holders := wfCheckKeyOverlap(t, e.db, 1)
-	e.checkOrder(t)
+// drain waits until every job has finished and stops the survivors (SIGTERM). It returns every job's
+// id.
+func (sc *victimHoldingBlockedJobs) drain(t *testing.T) []int64 {
+	t.Helper()
+	all := append(sc.ids.All(), append(sc.heads, sc.nexts...)...)
+	faultkit.WaitFinished(t, sc.e.DB, faultkit.KeyedKind, all, 60*time.Second)
+	faultkit.CheckAlive(t, "after the kill", sc.survivors...)
+	faultkit.Terminate(t, sc.survivors...)
+	sc.e.CheckQuiet(t)
+	return all
+}
 
-	// Each attempt counts: a job ran as many attempts as it had leases, one plus its rescues; every job
-	// the victim held was rescued once, so made 2.
-	fromVictim := wfRescues(t, e.db, mpKindName, " AND old_owner = $2", victim.Name)
-	if n := wfCount(t, e.db, `SELECT count(*) FROM mp_post_sync j WHERE j.attempts_made <> 1 + (SELECT count(*) FROM fault_audit a
-		WHERE a.kind = $1 AND a.job_id = j.id AND a.old_state = 'running' AND a.new_token > a.old_token)`, mpKindName); n != 0 {
+// checkAttemptsCounted checks that each attempt counts: a job ran as many attempts as it had leases,
+// one plus its rescues; every job the victim held was rescued once, so made 2. It returns how many of
+// the victim's jobs were rescued.
+func (sc *victimHoldingBlockedJobs) checkAttemptsCounted(t *testing.T, audit faultkit.AuditSummary) int {
+	t.Helper()
+	e := sc.e
+	fromVictim := faultkit.CountRescues(t, e.DB, faultkit.KeyedKind, " AND old_owner = $2", sc.victim.Name)
+	if n := faultkit.AttemptsNotOnePlusRescues(t, e.DB, faultkit.KeyedKind); n != 0 {
 		t.Errorf("%d jobs whose attempts_made is not one plus their rescues", n)
 	}
-	if n := wfCount(t, e.db, `SELECT count(DISTINCT j.id) FROM mp_post_sync j JOIN fault_audit a ON a.job_id = j.id AND a.kind = $1
+	if n := faultkit.QueryCount(t, e.DB, `SELECT count(DISTINCT j.id) FROM mp_post_sync j JOIN fault_audit a ON a.job_id = j.id AND a.kind = $1
 		AND a.old_owner = $2 AND a.old_state = 'running' AND a.new_token > a.old_token
-		WHERE j.attempts_made = 2 AND j.processed_at IS NOT NULL`, mpKindName, victim.Name); n != fromVictim || fromVictim < len(heads) {
+		WHERE j.attempts_made = 2 AND j.processed_at IS NOT NULL`, faultkit.KeyedKind, sc.victim.Name); n != fromVictim || fromVictim < len(sc.heads) {
 		t.Errorf("%d of the victim's %d rescued jobs processed with attempts_made 2; want all, and at least its %d blocked ones",
-			n, fromVictim, len(heads))
+			n, fromVictim, len(sc.heads))
 	}
 	if others := audit.Rescues - fromVictim; others != 0 {
 		t.Logf("note: %d leases of the other workers were lost and rescued too (a heartbeat late past the lease on a loaded machine)", others)
 	}
+	return fromVictim
+}
 
-	// The blocked jobs: the killed attempt never ended, the retry ran after the lease ended, and the next
-	// job of each key after the retry.
+// checkBlockedJobsRetried checks the blocked jobs: the killed attempt never ended, the retry ran
+// after the lease ended, and the next job of each key after the retry. It returns how long after its
+// lease ended each retry started.
+func (sc *victimHoldingBlockedJobs) checkBlockedJobsRetried(t *testing.T, leaseEnds map[int64]time.Time) []time.Duration {
+	t.Helper()
+	e, victim := sc.e, sc.victim
 	var retryLag []time.Duration
-	for i, id := range heads {
-		calls := wfCalls(t, e.db, "", id)
+	for i, id := range sc.heads {
+		calls := faultkit.Calls(t, e.DB, "", id)
 		if len(calls) != 2 {
 			t.Errorf("blocked job %d ran %d times, want 2: %v", id, len(calls), calls)
 			continue
@@ -299,441 +447,29 @@ func TestFault07WorkerKilled(t *testing.T) {
 				id, retried, leaseEnds[id])
 		}
 		retryLag = append(retryLag, retried.StartedAt.Sub(leaseEnds[id]))
-		row := e.row(t, id)
+		row := e.Row(t, id)
 		if !row.Processed || row.Attempts != 2 || row.Token != retried.Token || row.LastError == nil ||
 			!strings.HasPrefix(*row.LastError, "lease expired: "+victim.Name+" stopped renewing it") {
 			t.Errorf("blocked job %d's row: %+v; want processed on attempt 2 by the retry, the rescue's reason kept", id, row)
 		}
-		next := wfCalls(t, e.db, "", nexts[i])
+		next := faultkit.Calls(t, e.DB, "", sc.nexts[i])
 		if len(next) != 1 || next[0].Attempt != 1 || retried.EndedAt == nil || !next[0].StartedAt.After(*retried.EndedAt) {
 			t.Errorf("the job after blocked job %d: %v; want one call, after the retry ended", id, next)
 		}
 	}
-	sum := mpSumStats(t, survivors)
-	if sum.Rescued < int64(fromVictim) || sum.StaleFinishes != 0 {
-		t.Errorf("the survivors' stats %s; want the victim's %d jobs rescued by them, no stale finish", mpStatsSummary(sum), fromVictim)
-	}
+	return retryLag
+}
+
+// lastRescuedCompletion is when the last of the victim's rescued jobs was processed.
+func (sc *victimHoldingBlockedJobs) lastRescuedCompletion(t *testing.T) time.Time {
+	t.Helper()
 	var recovered time.Time
-	if err := e.db.QueryRow(context.Background(), `SELECT max(c.at) FROM fault_audit r JOIN fault_audit c ON c.kind = r.kind AND c.job_id = r.job_id
+	if err := sc.e.DB.QueryRow(context.Background(), `SELECT max(c.at) FROM fault_audit r JOIN fault_audit c ON c.kind = r.kind AND c.job_id = r.job_id
 		AND c.old_state = 'running' AND c.new_state = 'processed'
-		WHERE r.kind = $1 AND r.old_owner = $2 AND r.old_state = 'running' AND r.new_token > r.old_token`, mpKindName, victim.Name).Scan(&recovered); err != nil {
+		WHERE r.kind = $1 AND r.old_owner = $2 AND r.old_state = 'running' AND r.new_token > r.old_token`, faultkit.KeyedKind, sc.victim.Name).Scan(&recovered); err != nil {
 		t.Fatal(err)
 	}
-	faultFigures(t, "07 worker killed",
-		"throughput_before", before.rate(t, e.db, ""), "throughput_during", wfWindow{killedAt, killedAt.Add(during)}.rate(t, e.db, ""),
-		"throughput_after", after.rate(t, e.db, ""), "offered", rate,
-		"recovery", recovered.Sub(killedAt), "victim_jobs_rescued", fromVictim, "retry_after_lease_end_max", slices.Max(retryLag),
-		"duplicates", dups, "lost", lost, "jobs", sent+len(heads)+len(nexts), "completions", audit.Completions, "key_holders_max", holders)
-}
-
-// Jobs of a plain kind of 3 attempts (mp_flaky, retried after 100 ms) fail by a rule on their seq
-// (wfFlakyError): 1% on every attempt (poison), 5% on their first two (transient), the rest never,
-// offered at a steady 200 jobs/s to three workers for 12 s; before and after that stretch only jobs
-// that never fail are offered. Every transient job ends processed on its third attempt, every poison
-// job failed once, after its third, with the third attempt's error kept word for word, and every
-// other job processed on its first attempt. Leases are the default 30 s: nothing here loses one.
-func TestFault13PoisonAndTransient(t *testing.T) {
-	faultScenario(t)
-	const (
-		kindName   = "mp_flaky"
-		retryDelay = 100 * time.Millisecond
-		rate       = 200.0 // jobs offered per second
-		window     = 6 * time.Second
-		failing    = 12 * time.Second
-	)
-	ctx := context.Background()
-	mpReserve(t, 3)
-	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	kind, err := wfDefineFlakyKind(kindName, retryDelay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addKindTable(t, e, kind)
-	installAudit(t, e.db, e.schema.Name, kindName)
-	var workers []*mpWorker
-	for _, node := range []string{"w1", "w2", "w3"} {
-		s := e.worker(node)
-		s.SleepMin, s.SleepMax, s.RetryDelay = 2*time.Millisecond, 5*time.Millisecond, retryDelay
-		s.Extra = map[string]string{wfEnvFlakyKind: kindName}
-		workers = append(workers, mpStartWorker(t, s))
-	}
-	mpWaitReady(t, 60*time.Second, workers...)
-	// Jobs are numbered by the producer; outside the failing stretch each takes a seq ending in 06 to
-	// 99, which never fails.
-	var failingNow atomic.Bool
-	seq := func(k int) int64 {
-		if failingNow.Load() {
-			return int64(k)
-		}
-		return int64(k/94*100 + 6 + k%94)
-	}
-	var ids wfIDs
-	stopLoad := wfSteady(t, rate, wfPlainLoad(e, kind, seq, &ids))
-	time.Sleep(time.Second)
-	before := wfMeasure(t, e, window)
-	failingNow.Store(true)
-	during := wfMeasure(t, e, failing)
-	failingNow.Store(false)
-	after := wfMeasure(t, e, window)
-	sent := stopLoad()
-	all := ids.all()
-	wfWaitProcessed(t, e.db, kindName, all, 60*time.Second)
-	wfAlive(t, "after the failing stretch", workers...)
-	mpTerminate(t, workers...)
-	e.checkQuiet(t)
-
-	// Each job's row, and its handler calls' attempts and outcomes in attempt order.
-	rows, err := e.db.Query(ctx, `SELECT j.id, j.seq, j.attempts_made, j.processed_at IS NOT NULL, j.failed_at IS NOT NULL, j.last_error,
-		coalesce(j.processed_at, j.failed_at), array_agg(l.attempt ORDER BY l.attempt, l.n), array_agg(coalesce(l.outcome, 'never ended') ORDER BY l.attempt, l.n)
-		FROM mp_flaky j JOIN mp_ledger l ON l.job_id = j.id AND l.kind = $1 GROUP BY j.id`, kindName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type ended struct {
-		id, seq           int64
-		attempts          int
-		processed, failed bool
-		lastError         *string
-		at                time.Time
-		callAttempts      []int
-		outcomes          []string
-	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ended, error) {
-		var j ended
-		return j, r.Scan(&j.id, &j.seq, &j.attempts, &j.processed, &j.failed, &j.lastError, &j.at, &j.callAttempts, &j.outcomes)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := &mpErrors{t: t, what: "jobs ended otherwise than their rule says"}
-	poison := map[int64]bool{}
-	var transient, clean int
-	var lastFailing time.Time // when the last job that failed an attempt ended
-	for _, j := range jobs {
-		// What the rule says: the attempts it takes, and each attempt's outcome.
-		var want []string
-		for a := 1; a <= wfFlakyMaxAttempts; a++ {
-			err := wfFlakyError(j.seq, a)
-			if err == nil {
-				want = append(want, "ok")
-				break
-			}
-			want = append(want, err.Error())
-		}
-		wantFailed := want[len(want)-1] != "ok"
-		var wantLast *string
-		switch {
-		case wantFailed:
-			poison[j.id] = true
-			wantLast = &want[len(want)-1]
-		case len(want) > 1:
-			transient++
-			wantLast = &want[len(want)-2]
-		default:
-			clean++
-		}
-		if len(want) > 1 && j.at.After(lastFailing) {
-			lastFailing = j.at
-		}
-		attempts := make([]int, len(want))
-		for i := range attempts {
-			attempts[i] = i + 1
-		}
-		if j.attempts != len(want) || j.failed != wantFailed || j.processed == wantFailed || !slices.Equal(j.outcomes, want) ||
-			!slices.Equal(j.callAttempts, attempts) || (j.lastError == nil) != (wantLast == nil) || (wantLast != nil && *j.lastError != *wantLast) {
-			bad.Errorf("job %d (seq %d): attempts_made %d, processed %v, failed %v, last error %q, calls %v %q; want %d attempts %q, last error %q",
-				j.id, j.seq, j.attempts, j.processed, j.failed, wfStr(j.lastError), j.callAttempts, j.outcomes, len(want), want, wfStr(wantLast))
-		}
-	}
-	bad.done()
-	if len(jobs) != len(all) {
-		t.Errorf("%d jobs ran, %d were enqueued", len(jobs), len(all))
-	}
-	audit := checkAudit(t, e.db, kindName, kindName)
-	if audit.Completions != len(all) {
-		t.Errorf("%d completions (processed or failed) of %d jobs: want exactly one each", audit.Completions, len(all))
-	}
-	lost, dups := wfTally(t, e.db, kindName, kindName, all, func(id int64) bool { return poison[id] })
-	if dups != 0 {
-		t.Errorf("%d jobs ran to ok more than once; no lease was lost here", dups)
-	}
-	sum := mpSumStats(t, workers)
-	if sum.Failed != int64(len(poison)) || sum.Retried != int64(2*(len(poison)+transient)) || sum.Processed != int64(clean+transient) ||
-		sum.StaleFinishes != 0 || sum.LeasesLost != 0 || sum.Rescued != 0 {
-		t.Errorf("the workers' stats: %+v; want %d failed, %d retried, %d processed, nothing stale, lost or rescued",
-			sum, len(poison), 2*(len(poison)+transient), clean+transient)
-	}
-	if len(poison) == 0 || transient == 0 {
-		t.Errorf("%d poison and %d transient jobs: the failing stretch offered none", len(poison), transient)
-	}
-	faultFigures(t, "13 poison and transient",
-		"throughput_before", before.rate(t, e.db, kindName), "throughput_during", during.rate(t, e.db, kindName),
-		"throughput_after", after.rate(t, e.db, kindName), "offered", rate,
-		"recovery", max(lastFailing.Sub(during.to), 0), "jobs", sent, "poison_failed", len(poison), "transient_processed_on_3rd", transient,
-		"clean_processed_on_1st", clean, "attempts", sum.Processed+sum.Retried+sum.Failed, "duplicates", dups, "lost", lost)
-}
-
-// The worker that leads maintenance, every lease in jobpipe_leaders (the rescue of the keyed kind and
-// of mp_tick, mp_tick's pruning, and the schedule mp_tick, which fires every second), is stopped
-// (SIGSTOP) in the middle of a schedule round, the worst moment: the round has enqueued its instant's
-// job and holds the schedule's row. It stays stopped 8 s, past its leases (2 s) and its jobs' (3 s),
-// while two other workers run a steady keyed load (60 jobs/s over 40 blogs). They take every lease
-// over: the server ends the stopped round once its time is up, the schedule keeps firing each second,
-// and the stopped leader's jobs (one whose handler blocks until released, and what it held of the
-// load) are rescued by the new rescue leader and run again. Woken, the stopped worker does nothing
-// stale: its round committed nothing, it fires and rescues nothing while another leads, and its
-// jobs' finishes are refused, the blocked job's while its retry still holds the row. Over the whole
-// run every second has exactly one firing and one job.
-func TestFault11LeaderStalled(t *testing.T) {
-	faultScenario(t)
-	const (
-		leaseTTL   = 3 * time.Second
-		rescue     = 200 * time.Millisecond
-		leaderTTL  = 2 * time.Second
-		retryDelay = 500 * time.Millisecond
-		rate       = 60.0 // keyed jobs offered per second
-		blogs      = 40
-		window     = 6 * time.Second
-		stall      = 8 * time.Second
-		tick       = "mp_tick"
-		// How late an instant may fire: within the lease's lapse and a renewal or two of the new leader.
-		maxLag = leaderTTL + 2*time.Second
-	)
-	ctx := context.Background()
-	mpReserve(t, 3)
-	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	tickKind, err := wfDefineTickKind(tick)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addKindTable(t, e, tickKind)
-	for _, k := range []string{mpKindName, tick} {
-		installAudit(t, e.db, e.schema.Name, k)
-		installWriteLog(t, e.db, e.schema.Name, k)
-	}
-	installLeaderLog(t, e, tick)
-	const blockedBlog = 1001
-	blocked, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blockedBlog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := newWFNodes()
-	settings := func(node string) mpWorkerSettings {
-		s := nodes.settings(t, e, node)
-		s.BlockBlogs = []int64{blockedBlog} // every attempt, until released; by blog, so that the tick job of its id does not block
-		s.SleepMin, s.SleepMax = 2*time.Millisecond, 5*time.Millisecond
-		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval, s.RetryDelay = leaseTTL, rescue, leaderTTL, 200*time.Millisecond, retryDelay
-		s.Extra = map[string]string{wfEnvTickKind: tick}
-		return s
-	}
-	// The leader starts alone and takes every lease, and the blocked job; then the two others.
-	leader := mpStartWorker(t, settings("leader"))
-	leases := []string{"rescue:" + mpKindName, "rescue:" + tick, "prune:" + tick, "schedule:" + tick}
-	leadsAll := func() bool {
-		held := wfLeases(t, e.db)
-		for _, l := range leases {
-			if held[l] != leader.Name {
-				return false
-			}
-		}
-		return true
-	}
-	mpWaitFor(t, "the leader to hold every lease and run the blocked job", 60*time.Second, func() bool {
-		return leadsAll() && wfCallCount(t, e.db, "", blocked.ID) == 1
-	})
-	others := []*mpWorker{mpStartWorker(t, settings("w2")), mpStartWorker(t, settings("w3"))}
-	all := append([]*mpWorker{leader}, others...)
-	mpWaitReady(t, 60*time.Second, others...)
-	var ids wfIDs
-	stopLoad := wfSteady(t, rate, wfKeyedLoad(e, 1, blogs, &ids))
-	time.Sleep(time.Second)
-	before := wfMeasure(t, e, window)
-	if !leadsAll() {
-		t.Fatalf("before the stall the leases are held by %v; want every one by %s", wfLeases(t, e.db), leader.Name)
-	}
-
-	leaderApp := nodes.app(leader.Name)
-	stoppedAt, resume := wfStopInRound(t, e, leader, leaderApp)
-	wfUntil(t, e, stoppedAt.Add(stall))
-	wfAlive(t, "during the stall", all...)
-	heldInStall := wfLeases(t, e.db)
-	resumedAt := e.dbNow(t)
-	resume()
-	during := wfWindow{from: stoppedAt, to: resumedAt}
-	// Woken, the stalled worker abandons the blocked job (its lease is gone) and sends its finish while
-	// the retry still holds the row: the finish statement under way when the handler ended may not
-	// carry it, the next one does.
-	var abandoned time.Time
-	mpWaitFor(t, "the stalled worker to abandon the blocked job", 30*time.Second, func() bool {
-		calls := wfCalls(t, e.db, "", blocked.ID)
-		if len(calls) == 0 || calls[0].EndedAt == nil {
-			return false
-		}
-		abandoned = *calls[0].EndedAt
-		return true
-	})
-	mpWaitFor(t, "the stalled worker's finish of the blocked job", 30*time.Second, func() bool {
-		return len(wfWritesOf(t, e.db, mpKindName, leaderApp, abandoned, "finish")) >= 2
-	})
-	e.release(t, blocked.ID)
-	after := wfMeasure(t, e, window)
-	sent := stopLoad()
-	keyedIDs := append(ids.all(), blocked.ID)
-	wfWaitProcessed(t, e.db, mpKindName, keyedIDs, 60*time.Second)
-	var tickIDs []int64
-	rows, err := e.db.Query(ctx, `SELECT id FROM mp_tick`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tickIDs, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
-		t.Fatal(err)
-	}
-	wfWaitProcessed(t, e.db, tick, tickIDs, 60*time.Second)
-	wfAlive(t, "after the stall", all...)
-	mpTerminate(t, all...)
-	e.checkQuiet(t)
-
-	keyedAudit := checkAudit(t, e.db, mpKindName, "")
-	tickAudit := checkAudit(t, e.db, tick, tick)
-	lost, dups := wfTally(t, e.db, mpKindName, "", keyedIDs, nil)
-	lostTicks, dupTicks := wfTally(t, e.db, tick, tick, tickIDs, nil)
-	holders := wfCheckKeyOverlap(t, e.db, 1)
-
-	// Every lease passed to another node within its lapse and a renewal or two.
-	var takeover time.Duration
-	for _, l := range leases {
-		var holder string
-		var at time.Time
-		if err := e.db.QueryRow(ctx, `SELECT holder, at FROM wf_leaders WHERE name = $1 AND at > $2 ORDER BY n LIMIT 1`, l, stoppedAt).
-			Scan(&holder, &at); err != nil || holder == leader.Name || at.After(stoppedAt.Add(leaderTTL+time.Second)) {
-			t.Errorf("lease %s after the stall: first taken by %q at %v after the stop (%v); want another node within %v",
-				l, holder, at.Sub(stoppedAt), err, leaderTTL+time.Second)
-		}
-		takeover = max(takeover, at.Sub(stoppedAt))
-		if h := heldInStall[l]; h == "" || h == leader.Name {
-			t.Errorf("lease %s late in the stall held by %q; want another node", l, h)
-		}
-	}
-
-	// The schedule: one firing and one job for every second of the run, each fired on time but for the
-	// change of leader, by the other nodes during the stall, and none by the stalled one once it had
-	// lost the lease, but after it took it back.
-	rows, err = e.db.Query(ctx, `SELECT f.instant, f.job_id, j.process_after, j.attempts_made, coalesce(w.app, ''), w.at
-		FROM jobpipe_schedule_firings f LEFT JOIN mp_tick j ON j.id = f.job_id LEFT JOIN wf_firings w ON w.instant = f.instant
-		WHERE f.name = $1 ORDER BY f.instant`, tick)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type firing struct {
-		instant      time.Time
-		job          int64
-		processAfter *time.Time
-		attempts     *int
-		app          string
-		at           *time.Time
-	}
-	firings, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (firing, error) {
-		var f firing
-		return f, r.Scan(&f.instant, &f.job, &f.processAfter, &f.attempts, &f.app, &f.at)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leaderBack *time.Time
-	if err := e.db.QueryRow(ctx, `SELECT min(at) FROM wf_leaders WHERE name = $1 AND holder = $2 AND at > $3`,
-		"schedule:"+tick, leader.Name, stoppedAt).Scan(&leaderBack); err != nil {
-		t.Fatal(err)
-	}
-	if leaderBack != nil {
-		t.Logf("note: the stalled worker took the schedule's lease back at %v, %v after it woke", leaderBack, leaderBack.Sub(resumedAt))
-	}
-	var maxLagSeen, stallLag time.Duration
-	byOthersInStall, staleFirings := 0, 0
-	for i, f := range firings {
-		if want := firings[0].instant.Add(time.Duration(i) * time.Second); !f.instant.Equal(want) {
-			t.Fatalf("firing %d is for %s, want %s: an instant is missing", i, f.instant, want)
-		}
-		// A job's process_after is its instant, unless a retry (after the stalled worker lost it) moved it on.
-		if f.processAfter == nil || f.attempts == nil || (*f.attempts == 1 && !f.processAfter.Equal(f.instant)) || f.at == nil {
-			t.Errorf("instant %s: job %d's process_after %v (attempts %v), fired at %v", f.instant, f.job, f.processAfter, f.attempts, f.at)
-			continue
-		}
-		lag := f.at.Sub(f.instant)
-		maxLagSeen = max(maxLagSeen, lag)
-		if lag > maxLag {
-			t.Errorf("instant %s fired %v late by %s; want within %v", f.instant.Format("15:04:05"), lag, nodes.node(f.app), maxLag)
-		}
-		if !f.at.Before(stoppedAt) && f.at.Before(resumedAt) {
-			stallLag = max(stallLag, lag)
-			if f.app != leaderApp {
-				byOthersInStall++
-			}
-		}
-		if f.app == leaderApp && !f.at.Before(stoppedAt) && (leaderBack == nil || f.at.Before(*leaderBack)) {
-			staleFirings++
-			t.Errorf("instant %s fired by the stalled worker at %v, after it stopped and without the lease", f.instant, f.at)
-		}
-	}
-	if want := int(stall/time.Second) - 3; byOthersInStall < want {
-		t.Errorf("%d instants fired by the other nodes during the %v stall; want at least %d", byOthersInStall, stall, want)
-	}
-	if len(firings) < 20 || len(tickIDs) != len(firings) || wfCount(t, e.db, `SELECT count(DISTINCT job_id) FROM jobpipe_schedule_firings`) != len(firings) {
-		t.Errorf("%d firings, %d jobs of the schedule's kind: want one job per instant, over 20 s at least", len(firings), len(tickIDs))
-	}
-	var fired int64
-	for _, w := range all {
-		if st := w.Stats(); st != nil {
-			fired += st.ScheduleFired
-		}
-	}
-	if fired != int64(len(firings)) {
-		t.Errorf("the workers counted %d instants fired, the table has %d firings", fired, len(firings))
-	}
-
-	// The stalled leader's jobs were rescued by the new rescue leader during the stall, once each;
-	// the stalled worker, woken, rescued nothing.
-	var rescuedByOthers, staleRescues int
-	for _, k := range []string{mpKindName, tick} {
-		for _, w := range others {
-			rescuedByOthers += wfRowsChanged(wfWritesOf(t, e.db, k, nodes.app(w.Name), stoppedAt, "rescue"))
-		}
-		staleRescues += wfRowsChanged(wfWritesOf(t, e.db, k, leaderApp, stoppedAt, "rescue"))
-	}
-	fromLeader := wfRescues(t, e.db, mpKindName, " AND old_owner = $2", leader.Name) + wfRescues(t, e.db, tick, " AND old_owner = $2", leader.Name)
-	if staleRescues != 0 || rescuedByOthers < fromLeader || fromLeader < 1 {
-		t.Errorf("after the stop: the other nodes' rescues took %d jobs, the stalled worker's %d; the stalled worker's jobs rescued: %d",
-			rescuedByOthers, staleRescues, fromLeader)
-	}
-	if n := wfCount(t, e.db, `SELECT count(*) FROM (SELECT 1 FROM fault_audit WHERE old_state = 'running' AND new_token > old_token
-		GROUP BY kind, job_id, old_token HAVING count(*) > 1) x`); n != 0 {
-		t.Errorf("%d leases rescued more than once", n)
-	}
-	calls := wfCalls(t, e.db, "", blocked.ID)
-	if len(calls) != 2 || calls[0].Pid != leader.Pid || calls[0].EndedAt == nil || !calls[0].EndedAt.After(resumedAt) ||
-		calls[0].Outcome == nil || !strings.HasPrefix(*calls[0].Outcome, dispatcher.ErrLeaseLost.Error()) ||
-		calls[1].Pid == leader.Pid || calls[1].Attempt != 2 || calls[1].Outcome == nil || *calls[1].Outcome != "ok" || !calls[1].StartedAt.Before(resumedAt) {
-		t.Errorf("the blocked job's calls %v; want the stalled worker's abandoned once it woke, and a retry elsewhere during the stall", calls)
-	}
-	if row := e.row(t, blocked.ID); !row.Processed || row.Attempts != 2 {
-		t.Errorf("the blocked job's row %+v; want processed on attempt 2", row)
-	}
-	if st := leader.Stats(); st == nil || st.StaleFinishes < 1 || st.LeasesLost < 1 {
-		t.Errorf("the stalled worker's stats %+v; want its lost leases and refused finishes counted", st)
-	}
-	var firstByOthers time.Time
-	if err := e.db.QueryRow(ctx, `SELECT min(at) FROM wf_firings WHERE app <> $1 AND at > $2`, leaderApp, stoppedAt).Scan(&firstByOthers); err != nil {
-		t.Fatal(err)
-	}
-	faultFigures(t, "11 leader stalled",
-		"throughput_before", before.rate(t, e.db, ""), "throughput_during", during.rate(t, e.db, ""),
-		"throughput_after", after.rate(t, e.db, ""), "offered", rate,
-		"recovery", firstByOthers.Sub(stoppedAt), "stalled_for", resumedAt.Sub(stoppedAt), "leases_taken_over_within", takeover,
-		"firings", len(firings), "fired_by_others_in_stall", byOthersInStall, "firing_lag_max_in_stall", stallLag, "firing_lag_max", maxLagSeen,
-		"stale_firings", staleFirings, "stalled_jobs_rescued", fromLeader, "stale_rescues", staleRescues,
-		"rescues", keyedAudit.Rescues+tickAudit.Rescues, "duplicates", dups+dupTicks, "lost", lost+lostTicks, "jobs", sent+1+len(tickIDs),
-		"key_holders_max", holders)
+	return recovered
 }
 
 // Four worker processes share a steady load of two kinds: a plain one (120 jobs/s) and the keyed one
@@ -750,114 +486,184 @@ func TestFault11LeaderStalled(t *testing.T) {
 // attempts_made one plus its rescues; nothing is lost; no blog ever has two attempts holding it;
 // each blog's jobs start in order.
 func TestFault08RepeatedKills(t *testing.T) {
-	faultScenario(t)
+	faultkit.SkipUnlessFaultSuite(t)
 	const (
 		leaseTTL   = 3 * time.Second
 		rescue     = 200 * time.Millisecond
 		leaderTTL  = 2 * time.Second
 		retryDelay = 200 * time.Millisecond
 		workers    = 4
-		plainRate  = wfKillsPlainRate // jobs offered per second, each kind
-		keyedRate  = wfKillsKeyedRate
+		plainRate  = killsPlainRate // jobs offered per second, each kind
+		keyedRate  = killsKeyedRate
 		blogs      = 200
 		every      = 7 * time.Second
 		kills      = 6
 		window     = 10 * time.Second // before the kills; the 12 s after them measure the 99%
 	)
-	mpReserve(t, workers)
+	leases := faultkit.Leases{TTL: leaseTTL, Rescue: rescue, LeaderTTL: leaderTTL, Poll: 200 * time.Millisecond, RetryDelay: retryDelay}
+
+	// Arranged: four workers share a steady plain and keyed load.
+	sc := arrangeFourWorkersUnderLoad(t, leases, workers)
+	var plainIDs, keyedIDs faultkit.IDs
+	stopPlain := faultkit.StartSteadyLoad(t, plainRate, faultkit.PlainJobs(sc.e, sc.plain, func(k int) int64 { return int64(k) }, &plainIDs))
+	stopKeyed := faultkit.StartSteadyLoad(t, keyedRate, faultkit.KeyedJobs(sc.e, 1, blogs, &keyedIDs))
+	stopTimeline := faultkit.StartTimeline(t, sc.e, 4*time.Second, map[string]string{plainKind: plainKind, faultkit.KeyedKind: ""})
+	time.Sleep(2 * time.Second)
+	before := faultkit.Measure(t, sc.e, window)
+
+	// Injected: every 7 s the busiest worker killed mid-work and replaced.
+	done, during := sc.killBusiestInTurn(t, kills, every)
+	faultkit.CheckAlive(t, "after the kills", sc.slots...)
+	after := faultkit.Measure(t, sc.e, window+2*time.Second)
+	sentPlain, sentKeyed := stopPlain(), stopKeyed()
+	stopTimeline()
+	plainAll, keyedAll := plainIDs.All(), keyedIDs.All()
+	sc.drain(t, plainAll, keyedAll)
+
+	// What must hold: every job completed once, nothing lost, one holder of a key at a time, claims
+	// in key order, attempts = 1 + rescues; each kill's stranded jobs back within two leases; the
+	// throughput kept during the kills and after them.
+	e := sc.e
+	keyedAudit := faultkit.CheckAudit(t, e.DB, faultkit.KeyedKind, "")
+	plainAudit := faultkit.CheckAudit(t, e.DB, plainKind, plainKind)
+	if keyedAudit.Completions != len(keyedAll) || plainAudit.Completions != len(plainAll) {
+		t.Errorf("completions: keyed %d of %d jobs, plain %d of %d: want exactly one each",
+			keyedAudit.Completions, len(keyedAll), plainAudit.Completions, len(plainAll))
+	}
+	lostPlain, dupPlain := faultkit.CheckLostAndDuplicates(t, e.DB, plainKind, plainKind, plainAll, nil)
+	lostKeyed, dupKeyed := faultkit.CheckLostAndDuplicates(t, e.DB, faultkit.KeyedKind, "", keyedAll, nil)
+	holders := faultkit.CheckKeyHolders(t, e.DB, 1)
+	e.CheckOrder(t)
+	for _, table := range []string{faultkit.KeyedKind, plainKind} {
+		if n := faultkit.AttemptsNotOnePlusRescues(t, e.DB, table); n != 0 {
+			t.Errorf("%s: %d jobs whose attempts_made is not one plus their rescues", table, n)
+		}
+	}
+	recovery, stranded := checkStrandedJobsBack(t, e, done, 2*leaseTTL)
+	if stranded == 0 {
+		t.Errorf("the %d kills stranded no job: no worker was killed mid-work", kills)
+	}
+	kinds := []string{plainKind, ""}
+	offered := plainRate + keyedRate
+	measured, mid, end := before.Rate(t, e.DB, kinds...), during.Rate(t, e.DB, kinds...), after.Rate(t, e.DB, kinds...)
+	base := checkThroughputKept(t, offered, measured, mid, end)
+	p50b, p99b := faultkit.CompletionLatency(t, e.DB, faultkit.KeyedKind, before.From, before.To)
+	p50d, p99d := faultkit.CompletionLatency(t, e.DB, faultkit.KeyedKind, during.From, during.To)
+	p50a, p99a := faultkit.CompletionLatency(t, e.DB, faultkit.KeyedKind, after.From, after.To)
+	faultkit.ReportFigures(t, "08 repeated kills",
+		"throughput_before", measured, "throughput_during", mid, "throughput_after", end, "offered", offered, "baseline", base,
+		"during_pct", 100*mid/base, "after_pct", 100*end/base,
+		"plain_before", before.Rate(t, e.DB, plainKind), "plain_during", during.Rate(t, e.DB, plainKind), "plain_after", after.Rate(t, e.DB, plainKind),
+		"keyed_before", before.Rate(t, e.DB, ""), "keyed_during", during.Rate(t, e.DB, ""), "keyed_after", after.Rate(t, e.DB, ""),
+		"keyed_latency_p50_before", p50b, "keyed_latency_p99_before", p99b, "keyed_latency_p50_during", p50d, "keyed_latency_p99_during", p99d,
+		"keyed_latency_p50_after", p50a, "keyed_latency_p99_after", p99a,
+		"recovery", recovery, "kills", kills, "stranded_jobs", stranded, "rescues", keyedAudit.Rescues+plainAudit.Rescues,
+		"duplicates", dupPlain+dupKeyed, "lost", lostPlain+lostKeyed, "jobs", sentPlain+sentKeyed, "key_holders_max", holders)
+}
+
+// The load of TestFault08RepeatedKills, jobs offered per second of each kind.
+const (
+	killsPlainRate = 120.0
+	killsKeyedRate = 40.0
+)
+
+// fourWorkersUnderLoad is scenario 8's world: its worker processes, one per slot, each replaced in
+// its slot when killed.
+type fourWorkersUnderLoad struct {
+	e        *faultkit.World
+	plain    *jobinfo.Kind[faultkit.PlainJob]
+	settings func(node string) faultkit.WorkerSettings
+	slots    []*faultkit.Worker
+}
+
+// arrangeFourWorkersUnderLoad starts n workers of both kinds.
+func arrangeFourWorkersUnderLoad(t *testing.T, leases faultkit.Leases, n int) *fourWorkersUnderLoad {
+	t.Helper()
+	faultkit.Reserve(t, n)
 	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	plain := e.addPlainKind(t, wfPlainKind, retryDelay)
-	installAudit(t, e.db, e.schema.Name, mpKindName)
-	installAudit(t, e.db, e.schema.Name, wfPlainKind)
-	e.installOrderCheck(t)
-	settings := func(node string) mpWorkerSettings {
-		s := e.worker(node)
+	e := faultkit.NewWorld(t, leases.RetryDelay, r.Addrs, r.Clients, r.Prefix)
+	sc := &fourWorkersUnderLoad{e: e, plain: e.AddPlainKind(t, plainKind, leases.RetryDelay)}
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, faultkit.KeyedKind)
+	faultkit.InstallAudit(t, e.DB, e.Schema.Name, plainKind)
+	e.InstallOrderCheck(t)
+	sc.settings = func(node string) faultkit.WorkerSettings {
+		s := e.WorkerSettings(node)
 		s.SleepMin, s.SleepMax, s.Concurrency = 2*time.Millisecond, 5*time.Millisecond, 8
-		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval, s.RetryDelay = leaseTTL, rescue, leaderTTL, 200*time.Millisecond, retryDelay
-		s.Extra = map[string]string{mpEnvPlainKind: wfPlainKind}
+		leases.Apply(&s)
+		s.PlainKind = plainKind
 		return s
 	}
-	slots := make([]*mpWorker, workers)
-	for i := range slots {
-		slots[i] = mpStartWorker(t, settings(fmt.Sprintf("w%d", i+1)))
+	sc.slots = make([]*faultkit.Worker, n)
+	for i := range sc.slots {
+		sc.slots[i] = faultkit.StartWorker(t, sc.settings(fmt.Sprintf("w%d", i+1)))
 	}
-	mpWaitReady(t, 60*time.Second, slots...)
-	var plainIDs, keyedIDs wfIDs
-	stopPlain := wfSteady(t, plainRate, wfPlainLoad(e, plain, func(k int) int64 { return int64(k) }, &plainIDs))
-	stopKeyed := wfSteady(t, keyedRate, wfKeyedLoad(e, 1, blogs, &keyedIDs))
-	stopTimeline := wfTimeline(t, e, 4*time.Second, map[string]string{wfPlainKind: wfPlainKind, mpKindName: ""})
-	time.Sleep(2 * time.Second)
-	before := wfMeasure(t, e, window)
+	faultkit.WaitReady(t, 60*time.Second, sc.slots...)
+	return sc
+}
 
-	type kill struct {
-		victim, replacement string
-		at                  time.Time
-		held                int // the jobs it held when chosen
-	}
+// kill is one kill of scenario 8.
+type kill struct {
+	victim, replacement string
+	at                  time.Time
+	held                int // the jobs it held when chosen
+}
+
+// killBusiestInTurn kills a worker every period, kills times: the one holding the most jobs, the
+// next in turn among equals, each replaced in its slot by a new process. It returns the kills and
+// the window they took, until a period after the last.
+func (sc *fourWorkersUnderLoad) killBusiestInTurn(t *testing.T, kills int, every time.Duration) ([]kill, faultkit.Window) {
+	t.Helper()
+	e, workers := sc.e, len(sc.slots)
 	var done []kill
-	during := wfWindow{from: e.dbNow(t)}
+	during := faultkit.Window{From: e.Now(t)}
 	for i := range kills {
-		wfUntil(t, e, during.from.Add(time.Duration(i)*every))
-		wfAlive(t, "before a kill", slots...)
+		faultkit.SleepUntil(t, e, during.From.Add(time.Duration(i)*every))
+		faultkit.CheckAlive(t, "before a kill", sc.slots...)
 		// The worker holding the most jobs, the next in turn among equals: killed mid-work. At this
 		// load the workers are idle most of the time, so wait (boundedly) for one that holds a job.
 		var held map[string]int
 		slot := i % workers
 		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			held = wfLeasedBy(t, e.db, mpKindName, wfPlainKind)
+			held = faultkit.LeasedBy(t, e.DB, faultkit.KeyedKind, plainKind)
 			for j := range workers {
-				if c := (i + j) % workers; held[slots[c].Name] > held[slots[slot].Name] {
+				if c := (i + j) % workers; held[sc.slots[c].Name] > held[sc.slots[slot].Name] {
 					slot = c
 				}
 			}
-			if held[slots[slot].Name] > 0 || time.Now().After(deadline) {
+			if held[sc.slots[slot].Name] > 0 || time.Now().After(deadline) {
 				break
 			}
 		}
-		victim := slots[slot]
+		victim := sc.slots[slot]
 		victim.Kill(t)
-		at := e.dbNow(t)
-		slots[slot] = mpStartWorker(t, settings(fmt.Sprintf("w%d-%d", slot+1, i+1)))
-		done = append(done, kill{victim: victim.Name, replacement: slots[slot].Name, at: at, held: held[victim.Name]})
-		mpWaitReady(t, every, slots[slot])
+		at := e.Now(t)
+		sc.slots[slot] = faultkit.StartWorker(t, sc.settings(fmt.Sprintf("w%d-%d", slot+1, i+1)))
+		done = append(done, kill{victim: victim.Name, replacement: sc.slots[slot].Name, at: at, held: held[victim.Name]})
+		faultkit.WaitReady(t, every, sc.slots[slot])
 	}
-	wfUntil(t, e, during.from.Add(kills*every))
-	during.to = e.dbNow(t)
-	wfAlive(t, "after the kills", slots...)
-	after := wfMeasure(t, e, window+2*time.Second)
-	sentPlain, sentKeyed := stopPlain(), stopKeyed()
-	stopTimeline()
-	plainAll, keyedAll := plainIDs.all(), keyedIDs.all()
-	wfWaitProcessed(t, e.db, wfPlainKind, plainAll, 60*time.Second)
-	wfWaitProcessed(t, e.db, mpKindName, keyedAll, 60*time.Second)
-	wfAlive(t, "after the load", slots...)
-	mpTerminate(t, slots...)
-	e.checkQuiet(t)
+	faultkit.SleepUntil(t, e, during.From.Add(time.Duration(kills)*every))
+	during.To = e.Now(t)
+	return done, during
+}
 
-	keyedAudit := checkAudit(t, e.db, mpKindName, "")
-	plainAudit := checkAudit(t, e.db, wfPlainKind, wfPlainKind)
-	if keyedAudit.Completions != len(keyedAll) || plainAudit.Completions != len(plainAll) {
-		t.Errorf("completions: keyed %d of %d jobs, plain %d of %d: want exactly one each",
-			keyedAudit.Completions, len(keyedAll), plainAudit.Completions, len(plainAll))
-	}
-	lostPlain, dupPlain := wfTally(t, e.db, wfPlainKind, wfPlainKind, plainAll, nil)
-	lostKeyed, dupKeyed := wfTally(t, e.db, mpKindName, "", keyedAll, nil)
-	holders := wfCheckKeyOverlap(t, e.db, 1)
-	e.checkOrder(t)
-	for _, table := range []string{mpKindName, wfPlainKind} {
-		if n := wfCount(t, e.db, `SELECT count(*) FROM `+table+` j WHERE j.attempts_made <> 1 + (SELECT count(*) FROM fault_audit a
-			WHERE a.kind = $1 AND a.job_id = j.id AND a.old_state = 'running' AND a.new_token > a.old_token)`, table); n != 0 {
-			t.Errorf("%s: %d jobs whose attempts_made is not one plus their rescues", table, n)
-		}
-	}
-	// Per kill: the jobs the victim held, and how long until the last of them completed.
-	var recovery time.Duration
-	stranded := 0
+// drain waits until every job has finished and stops the workers (SIGTERM).
+func (sc *fourWorkersUnderLoad) drain(t *testing.T, plainAll, keyedAll []int64) {
+	t.Helper()
+	faultkit.WaitFinished(t, sc.e.DB, plainKind, plainAll, 60*time.Second)
+	faultkit.WaitFinished(t, sc.e.DB, faultkit.KeyedKind, keyedAll, 60*time.Second)
+	faultkit.CheckAlive(t, "after the load", sc.slots...)
+	faultkit.Terminate(t, sc.slots...)
+	sc.e.CheckQuiet(t)
+}
+
+// checkStrandedJobsBack checks, per kill, that the jobs the victim held completed within bound of
+// the kill, and logs them. It returns the longest such wait and how many jobs the kills stranded.
+func checkStrandedJobsBack(t *testing.T, e *faultkit.World, done []kill, bound time.Duration) (recovery time.Duration, stranded int) {
+	t.Helper()
 	for _, k := range done {
 		var n int
 		var last *time.Time
-		if err := e.db.QueryRow(context.Background(), `SELECT count(*), max(c.at) FROM fault_audit r JOIN fault_audit c ON c.kind = r.kind
+		if err := e.DB.QueryRow(context.Background(), `SELECT count(*), max(c.at) FROM fault_audit r JOIN fault_audit c ON c.kind = r.kind
 			AND c.job_id = r.job_id AND c.old_state = 'running' AND c.new_state = 'processed'
 			WHERE r.old_owner = $1 AND r.old_state = 'running' AND r.new_token > r.old_token`, k.victim).Scan(&n, &last); err != nil {
 			t.Fatal(err)
@@ -865,26 +671,27 @@ func TestFault08RepeatedKills(t *testing.T) {
 		stranded += n
 		if last != nil {
 			recovery = max(recovery, last.Sub(k.at))
-			if last.Sub(k.at) > 2*leaseTTL {
-				t.Errorf("the jobs %s held when killed completed up to %v after the kill; want within two leases (%v)", k.victim, last.Sub(k.at), 2*leaseTTL)
+			if last.Sub(k.at) > bound {
+				t.Errorf("the jobs %s held when killed completed up to %v after the kill; want within two leases (%v)", k.victim, last.Sub(k.at), bound)
 			}
 		}
 		t.Logf("killed %s at %s (replaced by %s) holding %d jobs: %d it held ran again, the last completed %v after the kill",
-			k.victim, k.at.Format("15:04:05.000"), k.replacement, k.held, n, wfSince(last, k.at))
+			k.victim, k.at.Format("15:04:05.000"), k.replacement, k.held, n, faultkit.SinceOrZero(last, k.at))
 	}
-	if stranded == 0 {
-		t.Errorf("the %d kills stranded no job: no worker was killed mid-work", kills)
-	}
+	return recovery, stranded
+}
 
-	// The baseline is what the workers complete under the offered load with no fault: the offered rate,
-	// when the window before the kills kept up with it. A window's completions differ from its offered
-	// jobs by the backlog (waiting and in flight) at its start less the one at its end, so a window can
-	// show more than the offered rate (a backlog from before it drained, or jobs finishing faster at its
-	// end than at its start), which no window can keep up: that excess is not throughput, and the
-	// baseline is capped at the offered rate.
-	kinds := []string{wfPlainKind, ""}
-	offered := plainRate + keyedRate
-	measured, mid, end := before.rate(t, e.db, kinds...), during.rate(t, e.db, kinds...), after.rate(t, e.db, kinds...)
+// checkThroughputKept checks the throughput during the kills (95%) and after them (99%) against the
+// baseline, and returns the baseline.
+//
+// The baseline is what the workers complete under the offered load with no fault: the offered rate,
+// when the window before the kills kept up with it. A window's completions differ from its offered
+// jobs by the backlog (waiting and in flight) at its start less the one at its end, so a window can
+// show more than the offered rate (a backlog from before it drained, or jobs finishing faster at its
+// end than at its start), which no window can keep up: that excess is not throughput, and the
+// baseline is capped at the offered rate.
+func checkThroughputKept(t *testing.T, offered, measured, mid, end float64) float64 {
+	t.Helper()
 	base := min(measured, offered)
 	if measured < 0.95*offered {
 		t.Errorf("before any kill the workers completed %.1f jobs/s of the %.0f offered: the machine did not sustain the load, and the "+
@@ -894,22 +701,5 @@ func TestFault08RepeatedKills(t *testing.T) {
 		t.Errorf("throughput %.1f jobs/s before (baseline %.1f), %.1f during the kills (%.1f%%), %.1f after (%.1f%%): want at least 95%% during and 99%% after",
 			measured, base, mid, 100*mid/base, end, 100*end/base)
 	}
-	p50b, p99b := wfLatency(t, e.db, mpKindName, before.from, before.to)
-	p50d, p99d := wfLatency(t, e.db, mpKindName, during.from, during.to)
-	p50a, p99a := wfLatency(t, e.db, mpKindName, after.from, after.to)
-	faultFigures(t, "08 repeated kills",
-		"throughput_before", measured, "throughput_during", mid, "throughput_after", end, "offered", offered, "baseline", base,
-		"during_pct", 100*mid/base, "after_pct", 100*end/base,
-		"plain_before", before.rate(t, e.db, wfPlainKind), "plain_during", during.rate(t, e.db, wfPlainKind), "plain_after", after.rate(t, e.db, wfPlainKind),
-		"keyed_before", before.rate(t, e.db, ""), "keyed_during", during.rate(t, e.db, ""), "keyed_after", after.rate(t, e.db, ""),
-		"keyed_latency_p50_before", p50b, "keyed_latency_p99_before", p99b, "keyed_latency_p50_during", p50d, "keyed_latency_p99_during", p99d,
-		"keyed_latency_p50_after", p50a, "keyed_latency_p99_after", p99a,
-		"recovery", recovery, "kills", kills, "stranded_jobs", stranded, "rescues", keyedAudit.Rescues+plainAudit.Rescues,
-		"duplicates", dupPlain+dupKeyed, "lost", lostPlain+lostKeyed, "jobs", sentPlain+sentKeyed, "key_holders_max", holders)
+	return base
 }
-
-// The load of TestFault08RepeatedKills, jobs offered per second of each kind.
-const (
-	wfKillsPlainRate = 120.0
-	wfKillsKeyedRate = 40.0
-)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 )
 
@@ -21,40 +22,40 @@ import (
 func TestFourProcessesNeverTwoPerKey(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{1, 3} {
-		t.Run(fmt.Sprintf("%d redis nodes", n), func(t *testing.T) { mpFourProcesses(t, n) })
+		t.Run(fmt.Sprintf("%d redis nodes", n), func(t *testing.T) { runFourProcesses(t, n) })
 	}
 }
 
-func mpFourProcesses(t *testing.T, redisNodes int) {
+func runFourProcesses(t *testing.T, redisNodes int) {
 	const keys, perKey, procs = 30, 20, 4
 	const total = keys * perKey
 	ctx := context.Background()
-	mpReserve(t, procs)
-	addrs, clients := mpNodeAddrs(testenv.StartRedisNodes(t, redisNodes))
-	e := newMPEnv(t, mpDefaultRetryDelay, addrs, clients, "jpmp:")
+	faultkit.Reserve(t, procs)
+	addrs, clients := faultkit.NodeAddrs(testenv.StartRedisNodes(t, redisNodes))
+	e := faultkit.NewWorld(t, faultkit.DefaultRetryDelay, addrs, clients, "jpmp:")
 
-	var workers []*mpWorker
+	var workers []*faultkit.Worker
 	for i := range procs {
-		s := e.worker(fmt.Sprintf("w%d", i+1))
+		s := e.WorkerSettings(fmt.Sprintf("w%d", i+1))
 		s.SleepMin, s.SleepMax = 0, 5*time.Millisecond
 		s.LeaseTTL = 10 * time.Second // no lease may be lost here: a lost one fails the test
 		s.PollInterval = 500 * time.Millisecond
 		s.Concurrency = 10 // 40 slots for 30 keys: free slots would take a second job of a busy key if allowed
-		workers = append(workers, mpStartWorker(t, s))
+		workers = append(workers, faultkit.StartWorker(t, s))
 	}
 	// Every process is working before the first job exists, so that none gets a head start.
-	mpWaitReady(t, 60*time.Second, workers...)
+	faultkit.WaitReady(t, 60*time.Second, workers...)
 
 	// Seq-major, so that each key's jobs are interleaved with the others' in id order.
 	type enq struct{ blog, seq int64 }
-	var jobs []mpJob
+	var jobs []faultkit.KeyedJob
 	for seq := range perKey {
 		for k := range keys {
-			jobs = append(jobs, mpJob{BlogID: int64(k), Seq: int64(seq)})
+			jobs = append(jobs, faultkit.KeyedJob{BlogID: int64(k), Seq: int64(seq)})
 		}
 	}
 	began := time.Now()
-	res, err := dispatcher.EnqueueMany(ctx, e.db, e.kind, jobs)
+	res, err := dispatcher.EnqueueMany(ctx, e.DB, e.Kind, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,21 +70,21 @@ func mpFourProcesses(t *testing.T, redisNodes int) {
 		t.Fatalf("%d distinct ids for %d jobs", len(enqueued), total)
 	}
 
-	mpWaitFor(t, "every job processed", 90*time.Second, func() bool {
-		if n := e.count(t, "failed_at IS NOT NULL"); n > 0 {
+	faultkit.WaitFor(t, "every job processed", 90*time.Second, func() bool {
+		if n := e.Count(t, "failed_at IS NOT NULL"); n > 0 {
 			t.Fatalf("%d jobs failed", n)
 		}
-		return e.count(t, "processed_at IS NOT NULL") == total
+		return e.Count(t, "processed_at IS NOT NULL") == total
 	})
 	elapsed := time.Since(began)
 
-	ledger := e.ledger(t)
-	once := &mpErrors{t: t, what: "exactly once"}
-	order := &mpErrors{t: t, what: "order within a key"}
-	overlap := &mpErrors{t: t, what: "one job per key at a time"}
-	defer once.done()
-	defer order.done()
-	defer overlap.done()
+	ledger := e.Ledger(t)
+	once := faultkit.NewFailureLog(t, "exactly once")
+	order := faultkit.NewFailureLog(t, "order within a key")
+	overlap := faultkit.NewFailureLog(t, "one job per key at a time")
+	defer once.Done()
+	defer order.Done()
+	defer overlap.Done()
 	// (iii) Every job ran exactly once: one handler call per job, which completed, on attempt 1.
 	calls := map[int64]int{}
 	for _, m := range ledger {
@@ -104,12 +105,12 @@ func mpFourProcesses(t *testing.T, redisNodes int) {
 			once.Errorf("job %d: %d handler calls, want exactly 1", id, calls[id])
 		}
 	}
-	if n := e.count(t, "processed_at IS NOT NULL AND attempts_made = 1 AND failed_at IS NULL AND last_error IS NULL"); n != total {
+	if n := e.Count(t, "processed_at IS NOT NULL AND attempts_made = 1 AND failed_at IS NULL AND last_error IS NULL"); n != total {
 		once.Errorf("%d of %d rows processed on their first attempt without error", n, total)
 	}
 
 	// (i) and (ii): per key, the handler intervals never overlap, and jobs started in enqueue order.
-	byKey := map[int64][]mpEntry{}
+	byKey := map[int64][]faultkit.Call{}
 	for _, m := range ledger {
 		byKey[m.BlogID] = append(byKey[m.BlogID], m)
 	}
@@ -168,9 +169,9 @@ func mpFourProcesses(t *testing.T, redisNodes int) {
 		t.Errorf("only %d process(es) ran jobs (%v): the test needs the work spread over several", len(perWorker), perWorker)
 	}
 
-	took := mpTerminate(t, workers...)
-	e.checkQuiet(t)
-	sum := mpSumStats(t, workers)
+	took := faultkit.Terminate(t, workers...)
+	e.CheckQuiet(t)
+	sum := faultkit.SumStats(t, workers)
 
 	if sum.Processed != total || sum.Retried != 0 || sum.StaleFinishes != 0 || sum.LeasesLost != 0 || sum.Rescued != 0 || sum.ClaimsRefused != 0 {
 		t.Errorf("workers' stats summed: %+v; want %d processed, no retry, stale finish, lost lease, rescue or refused claim", sum, total)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 )
 
@@ -25,48 +26,48 @@ func TestWorkerKilledMidJobIsRetriedOnce(t *testing.T) {
 		slack      = 3 * time.Second // for "promptly" on a loaded machine; correctness bounds are exact
 	)
 	ctx := context.Background()
-	mpReserve(t, 1) // the victim, then the rescuer: one process at a time
+	faultkit.Reserve(t, 1) // the victim, then the rescuer: one process at a time
 	r := testenv.NewRedis(t)
-	e := newMPEnv(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
-	first, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blog, Seq: 0})
+	e := faultkit.NewWorld(t, retryDelay, r.Addrs, r.Clients, r.Prefix)
+	first, err := dispatcher.Enqueue(ctx, e.DB, e.Kind, faultkit.KeyedJob{BlogID: blog, Seq: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blog, Seq: 1})
+	second, err := dispatcher.Enqueue(ctx, e.DB, e.Kind, faultkit.KeyedJob{BlogID: blog, Seq: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	settings := func(node string) mpWorkerSettings {
-		s := e.worker(node)
+	settings := func(node string) faultkit.WorkerSettings {
+		s := e.WorkerSettings(node)
 		s.BlockIDs, s.BlockUpToAttempt = []int64{first.ID}, 1 // the first job's first attempt never ends
 		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval = leaseTTL, rescue, leaderTTL, 200*time.Millisecond
 		s.RetryDelay = retryDelay
 		return s
 	}
 
-	victim := mpStartWorker(t, settings("victim"))
-	mpWaitFor(t, "the first job to start in the victim", 60*time.Second, func() bool { return len(e.ledgerOf(t, first.ID)) == 1 })
+	victim := faultkit.StartWorker(t, settings("victim"))
+	faultkit.WaitFor(t, "the first job to start in the victim", 60*time.Second, func() bool { return len(e.CallsOf(t, first.ID)) == 1 })
 	time.Sleep(leaseTTL / 2) // heartbeats renew the lease meanwhile: the retry must wait for the renewed one
 	victim.Kill(t)
-	killedAt := e.dbNow(t)
+	killedAt := e.Now(t)
 	time.Sleep(200 * time.Millisecond) // a statement the victim sent just before it died has landed by now
 
-	before := e.row(t, first.ID)
+	before := e.Row(t, first.ID)
 	if before.LeaseExpiresAt == nil || before.LeaseOwner == nil || *before.LeaseOwner != "victim" || before.Attempts != 1 || before.Processed {
 		t.Fatalf("the first job after the kill: %+v; want leased by the victim, attempt 1", before)
 	}
 	leaseEnd := *before.LeaseExpiresAt
-	if n := len(e.ledgerOf(t, second.ID)); n != 0 {
+	if n := len(e.CallsOf(t, second.ID)); n != 0 {
 		t.Fatalf("the second job of the key ran (%d times) while the first was running", n)
 	}
 	var leaderEnd time.Time
 	var leader string
-	if err := e.db.QueryRow(ctx, `SELECT holder, expires_at FROM jobpipe_leaders WHERE name LIKE 'rescue:%'`).Scan(&leader, &leaderEnd); err != nil || leader != "victim" {
+	if err := e.DB.QueryRow(ctx, `SELECT holder, expires_at FROM jobpipe_leaders WHERE name LIKE 'rescue:%'`).Scan(&leader, &leaderEnd); err != nil || leader != "victim" {
 		t.Fatalf("leader lease: %q, %v; want the victim's", leader, err)
 	}
 	// The victim's execution lock is orphaned in Redis (on a quorum of nodes at least), with a TTL no
 	// longer than the lease's.
-	lockKey := e.mpExecLockKey(blog, 0)
+	lockKey := e.ExecLockKey(blog, 0)
 	var lockTTL time.Duration
 	holding := 0
 	for i, c := range r.Clients {
@@ -85,17 +86,17 @@ func TestWorkerKilledMidJobIsRetriedOnce(t *testing.T) {
 	if holding < len(r.Clients)/2+1 {
 		t.Fatalf("%d of %d nodes hold the victim's execution lock %s: not a quorum, the scenario did not happen", holding, len(r.Clients), lockKey)
 	}
-	lockEnd := e.dbNow(t).Add(lockTTL)
+	lockEnd := e.Now(t).Add(lockTTL)
 
-	rescuer := mpStartWorker(t, settings("rescuer"))
-	mpWaitReady(t, 60*time.Second, rescuer)
-	rescuerReady := e.dbNow(t)
-	mpWaitFor(t, "both jobs processed", 60*time.Second, func() bool {
-		return e.count(t, "processed_at IS NOT NULL") == 2
+	rescuer := faultkit.StartWorker(t, settings("rescuer"))
+	faultkit.WaitReady(t, 60*time.Second, rescuer)
+	rescuerReady := e.Now(t)
+	faultkit.WaitFor(t, "both jobs processed", 60*time.Second, func() bool {
+		return e.Count(t, "processed_at IS NOT NULL") == 2
 	})
 
 	// The first job: two attempts, the killed one never ended, the retry completed, and once only.
-	calls := e.ledgerOf(t, first.ID)
+	calls := e.CallsOf(t, first.ID)
 	if len(calls) != 2 {
 		t.Fatalf("the first job's handler ran %d times, want 2: %+v", len(calls), calls)
 	}
@@ -110,7 +111,7 @@ func TestWorkerKilledMidJobIsRetriedOnce(t *testing.T) {
 	if killed.Token != before.Token || retried.Token <= killed.Token {
 		t.Errorf("tokens: killed attempt %d (row had %d), retry %d; want the retry's greater", killed.Token, before.Token, retried.Token)
 	}
-	after := e.row(t, first.ID)
+	after := e.Row(t, first.ID)
 	if !after.Processed || after.Failed || after.Attempts != 2 || after.Token != retried.Token || after.LeaseExpiresAt != nil ||
 		after.LastError == nil || !strings.HasPrefix(*after.LastError, "lease expired: victim stopped renewing it") {
 		t.Errorf("the first job's row: %+v; want processed on attempt 2 with token %d, the rescue's reason kept", after, retried.Token)
@@ -136,16 +137,16 @@ func TestWorkerKilledMidJobIsRetriedOnce(t *testing.T) {
 	}
 
 	// The next job of the key waited for the retried one, and ran once.
-	next := e.ledgerOf(t, second.ID)
+	next := e.CallsOf(t, second.ID)
 	if len(next) != 1 || next[0].Attempt != 1 || next[0].EndedAt == nil || !next[0].StartedAt.After(*retried.EndedAt) {
 		t.Errorf("the second job's handler calls %+v; want one, after the retried first job ended at %v", next, retried.EndedAt)
 	}
-	if st := e.row(t, second.ID); !st.Processed || st.Attempts != 1 {
+	if st := e.Row(t, second.ID); !st.Processed || st.Attempts != 1 {
 		t.Errorf("the second job's row: %+v; want processed on attempt 1", st)
 	}
 
-	mpTerminate(t, rescuer)
-	e.checkQuiet(t)
+	faultkit.Terminate(t, rescuer)
+	e.CheckQuiet(t)
 	st := rescuer.Stats()
 	if st == nil || st.Rescued != 1 || st.Processed != 2 || st.LeasesLost != 0 || st.StaleFinishes != 0 {
 		t.Errorf("rescuer stats %+v; want 1 rescued, 2 processed, no lost lease or stale finish", st)
@@ -166,30 +167,30 @@ func TestWorkerKilledMidKeyRunLeavesOnlyItsJob(t *testing.T) {
 		blog     = 9
 	)
 	ctx := context.Background()
-	mpReserve(t, 1) // the victim, then the rescuer: one process at a time
+	faultkit.Reserve(t, 1) // the victim, then the rescuer: one process at a time
 	r := testenv.NewRedis(t)
-	e := newMPEnv(t, 200*time.Millisecond, r.Addrs, r.Clients, r.Prefix)
+	e := faultkit.NewWorld(t, 200*time.Millisecond, r.Addrs, r.Clients, r.Prefix)
 	var ids []int64
 	for seq := range 5 {
-		j, err := dispatcher.Enqueue(ctx, e.db, e.kind, mpJob{BlogID: blog, Seq: int64(seq)})
+		j, err := dispatcher.Enqueue(ctx, e.DB, e.Kind, faultkit.KeyedJob{BlogID: blog, Seq: int64(seq)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, j.ID)
 	}
-	settings := func(node string) mpWorkerSettings {
-		s := e.worker(node)
+	settings := func(node string) faultkit.WorkerSettings {
+		s := e.WorkerSettings(node)
 		s.BlockIDs, s.BlockUpToAttempt = ids[2:3], 1 // the third job's first attempt never ends
 		s.LeaseTTL, s.RescueInterval, s.LeaderTTL, s.PollInterval = leaseTTL, 200*time.Millisecond, leaseTTL, 200*time.Millisecond
 		return s
 	}
-	victim := mpStartWorker(t, settings("victim"))
-	mpWaitFor(t, "the third job to start in the victim", 60*time.Second, func() bool { return len(e.ledgerOf(t, ids[2])) == 1 })
+	victim := faultkit.StartWorker(t, settings("victim"))
+	faultkit.WaitFor(t, "the third job to start in the victim", 60*time.Second, func() bool { return len(e.CallsOf(t, ids[2])) == 1 })
 	victim.Kill(t)
 	time.Sleep(200 * time.Millisecond) // a statement the victim sent just before it died has landed by now
 
 	for i, id := range ids {
-		row, calls := e.row(t, id), e.ledgerOf(t, id)
+		row, calls := e.Row(t, id), e.CallsOf(t, id)
 		switch {
 		case i < 2:
 			if !row.Processed || row.Attempts != 1 || len(calls) != 1 || calls[0].Node != "victim" {
@@ -206,11 +207,11 @@ func TestWorkerKilledMidKeyRunLeavesOnlyItsJob(t *testing.T) {
 		}
 	}
 
-	rescuer := mpStartWorker(t, settings("rescuer"))
-	mpWaitFor(t, "all five processed", 60*time.Second, func() bool { return e.count(t, "processed_at IS NOT NULL") == 5 })
+	rescuer := faultkit.StartWorker(t, settings("rescuer"))
+	faultkit.WaitFor(t, "all five processed", 60*time.Second, func() bool { return e.Count(t, "processed_at IS NOT NULL") == 5 })
 	var prevEnd *time.Time
 	for i, id := range ids {
-		row, calls := e.row(t, id), e.ledgerOf(t, id)
+		row, calls := e.Row(t, id), e.CallsOf(t, id)
 		wantAttempts := 1
 		if i == 2 {
 			wantAttempts = 2
@@ -225,8 +226,8 @@ func TestWorkerKilledMidKeyRunLeavesOnlyItsJob(t *testing.T) {
 		}
 		prevEnd = last.EndedAt
 	}
-	mpTerminate(t, rescuer)
-	e.checkQuiet(t)
+	faultkit.Terminate(t, rescuer)
+	e.CheckQuiet(t)
 	if st := rescuer.Stats(); st == nil || st.Rescued != 1 || st.Processed != 3 || st.StaleFinishes != 0 {
 		t.Errorf("rescuer stats %+v; want 1 rescued and 3 processed", st)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 )
 
@@ -13,7 +14,7 @@ import (
 // against 3 Redis lock nodes. The handlers count themselves per key in mp_conc as they start and end
 // (one row lock per key, so the count is exact across processes). It must show: per key never more
 // than 3 handlers at once, never two in one slot, and 3 reached; the slots used are 0 to 2; every job
-// ran exactly once; a key's jobs were claimed in their enqueue order (mpOrderCheckSQL).
+// ran exactly once; a key's jobs were claimed in their enqueue order (orderCheckSQL).
 //
 // "3 reached" is required of every key, and made independent of the machine's speed: the first 3
 // jobs of each key block until the test has seen all 150 of them running at once (the four processes
@@ -26,40 +27,40 @@ func TestSlotsFourProcessesFiftyKeysLimitThree(t *testing.T) {
 	t.Parallel()
 	const keys, perKey, procs, limit = 50, 12, 4, 3
 	const total = keys * perKey
-	mpReserve(t, procs)
-	addrs, clients := mpNodeAddrs(testenv.StartRedisNodes(t, 3))
-	e := newMPEnv(t, mpDefaultRetryDelay, addrs, clients, "jpmp:")
-	e.installOrderCheck(t)
+	faultkit.Reserve(t, procs)
+	addrs, clients := faultkit.NodeAddrs(testenv.StartRedisNodes(t, 3))
+	e := faultkit.NewWorld(t, faultkit.DefaultRetryDelay, addrs, clients, "jpmp:")
+	e.InstallOrderCheck(t)
 	blogs := make([]int64, keys)
 	for i := range blogs {
 		blogs[i] = int64(i)
 	}
-	enqueued := mpEnqueued{}
+	enqueued := faultkit.Enqueued{}
 	// Seq-major, so that each key's jobs are interleaved with the others' in id order.
-	firstWave := e.enqueue(t, enqueued, blogs, 0, limit)
-	e.enqueue(t, enqueued, blogs, limit, perKey-limit)
+	firstWave := e.Enqueue(t, enqueued, blogs, 0, limit)
+	e.Enqueue(t, enqueued, blogs, limit, perKey-limit)
 
-	var workers []*mpWorker
+	var workers []*faultkit.Worker
 	for i := range procs {
-		s := e.worker(fmt.Sprintf("w%d", i+1))
+		s := e.WorkerSettings(fmt.Sprintf("w%d", i+1))
 		s.KeyLimit, s.BlockIDs = limit, firstWave
 		s.SleepMin, s.SleepMax = 40*time.Millisecond, 60*time.Millisecond
 		s.LeaseTTL = 10 * time.Second // no lease may be lost here: a lost one fails the test
 		s.PollInterval = 500 * time.Millisecond
 		s.Concurrency = 50
-		workers = append(workers, mpStartWorker(t, s))
+		workers = append(workers, faultkit.StartWorker(t, s))
 	}
-	mpWaitReady(t, 60*time.Second, workers...)
+	faultkit.WaitReady(t, 60*time.Second, workers...)
 	began := time.Now()
 
 	// The first wave: every key at 3, and no 4th job anywhere although places are free.
-	mpWaitFor(t, "3 jobs of every key running", 60*time.Second, func() bool { return e.count(t, "lease_expires_at IS NOT NULL") >= keys*limit })
+	faultkit.WaitFor(t, "3 jobs of every key running", 60*time.Second, func() bool { return e.Count(t, "lease_expires_at IS NOT NULL") >= keys*limit })
 	filled := time.Since(began)
 	time.Sleep(time.Second) // a few claim passes of each worker
-	if n := len(e.ledger(t)); n != keys*limit {
+	if n := len(e.Ledger(t)); n != keys*limit {
 		t.Errorf("%d handler calls while every key ran %d blocked jobs, want %d", n, limit, keys*limit)
 	}
-	conc := e.conc(t)
+	conc := e.Conc(t)
 	for _, b := range blogs {
 		if c := conc[b]; c.Running != limit || c.MaxSeen != limit || len(c.Slots) != limit {
 			t.Errorf("blog %d with its first %d jobs blocked: %+v; want %d running in slots 0 to %d", b, limit, c, limit, limit-1)
@@ -68,22 +69,22 @@ func TestSlotsFourProcessesFiftyKeysLimitThree(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	firstWaveAt := len(e.ledger(t))
+	firstWaveAt := len(e.Ledger(t))
 
-	e.releaseAll(t, firstWave)
-	mpWaitFor(t, "every job processed", 90*time.Second, func() bool {
-		if n := e.count(t, "failed_at IS NOT NULL"); n > 0 {
+	e.ReleaseAll(t, firstWave)
+	faultkit.WaitFor(t, "every job processed", 90*time.Second, func() bool {
+		if n := e.Count(t, "failed_at IS NOT NULL"); n > 0 {
 			t.Fatalf("%d jobs failed", n)
 		}
-		return e.count(t, "processed_at IS NOT NULL") == total
+		return e.Count(t, "processed_at IS NOT NULL") == total
 	})
 	elapsed := time.Since(began)
 
-	e.checkDoneOnce(t, enqueued, nil, limit)
-	e.checkConc(t, nil, limit)
-	e.checkOrder(t)
+	e.CheckDoneOnce(t, enqueued, nil, limit)
+	e.CheckConc(t, nil, limit)
+	e.CheckOrder(t)
 	// The count each start saw; how often the short jobs found their key at 3 is reported.
-	ledger := e.ledger(t)
+	ledger := e.Ledger(t)
 	atLimit := 0
 	perWorker := map[string]int{}
 	for i, m := range ledger {
@@ -99,13 +100,13 @@ func TestSlotsFourProcessesFiftyKeysLimitThree(t *testing.T) {
 		t.Errorf("only %d process(es) ran jobs (%v): the test needs the work spread over several", len(perWorker), perWorker)
 	}
 
-	took := mpTerminate(t, workers...)
-	e.checkQuiet(t)
-	sum := mpSumStats(t, workers)
-	mpCheckCleanStats(t, sum, total)
+	took := faultkit.Terminate(t, workers...)
+	e.CheckQuiet(t)
+	sum := faultkit.SumStats(t, workers)
+	faultkit.CheckCleanStats(t, sum, total)
 	t.Logf("%d keys at %d in %v; %d jobs (limit %d) in %v (%.0f jobs/s); %d of the %d short jobs started with their key at its limit; per worker %v; %s; stopped in %v",
 		keys, limit, filled.Round(time.Millisecond), total, limit, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(),
-		atLimit, total-keys*limit, perWorker, mpStatsSummary(sum), took)
+		atLimit, total-keys*limit, perWorker, faultkit.StatsSummary(sum), took)
 }
 
 // Keys at their limit of 3, every job blocking, and then the Redis lock node(s) restart empty: Redis
@@ -125,12 +126,12 @@ func TestSlotsRedisRestartedEmptyKeepsLimit(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel() // each reserves its own dispatchers
-			mpSlotsRedisRestart(t, c.nodes, c.restarted)
+			runSlotsRedisRestart(t, c.nodes, c.restarted)
 		})
 	}
 }
 
-func mpSlotsRedisRestart(t *testing.T, nodeCount, restarted int) {
+func runSlotsRedisRestart(t *testing.T, nodeCount, restarted int) {
 	const (
 		keys, limit, first, more = 6, 3, 5, 2
 		// Heartbeats (every LeaseTTL/3) of the jobs started before the restart would find their
@@ -139,27 +140,27 @@ func mpSlotsRedisRestart(t *testing.T, nodeCount, restarted int) {
 		poll     = 200 * time.Millisecond
 	)
 	ctx := context.Background()
-	mpReserve(t, 2)
+	faultkit.Reserve(t, 2)
 	nodes := testenv.StartRedisNodes(t, nodeCount)
-	addrs, clients := mpNodeAddrs(nodes)
-	e := newMPEnv(t, mpDefaultRetryDelay, addrs, clients, "jpmp:")
-	e.installOrderCheck(t)
+	addrs, clients := faultkit.NodeAddrs(nodes)
+	e := faultkit.NewWorld(t, faultkit.DefaultRetryDelay, addrs, clients, "jpmp:")
+	e.InstallOrderCheck(t)
 	blogs := []int64{1, 2, 3, 4, 5, 6}
-	enqueued := mpEnqueued{}
-	e.enqueue(t, enqueued, blogs, 0, first)
+	enqueued := faultkit.Enqueued{}
+	e.Enqueue(t, enqueued, blogs, 0, first)
 
-	var workers []*mpWorker
+	var workers []*faultkit.Worker
 	for _, name := range []string{"wa", "wb"} {
-		s := e.worker(name)
+		s := e.WorkerSettings(name)
 		s.KeyLimit, s.BlockBlogs = limit, blogs // every job blocks until released through mp_release
 		s.LeaseTTL, s.PollInterval, s.Concurrency = leaseTTL, poll, 20
 		s.RescueInterval = time.Second // the default, LeaseTTL/3, is refused as longer than the default LeaderTTL
-		workers = append(workers, mpStartWorker(t, s))
+		workers = append(workers, faultkit.StartWorker(t, s))
 	}
-	mpWaitReady(t, 60*time.Second, workers...)
-	running := map[int64][]mpEntry{}
+	faultkit.WaitReady(t, 60*time.Second, workers...)
+	running := map[int64][]faultkit.Call{}
 	for _, b := range blogs {
-		running[b] = e.waitRunning(t, b, limit, 30*time.Second)
+		running[b] = e.WaitRunning(t, b, limit, 30*time.Second)
 		slots := map[int]bool{}
 		for _, m := range running[b] {
 			if m.Slot < 0 || m.Slot >= limit || slots[m.Slot] {
@@ -172,7 +173,7 @@ func mpSlotsRedisRestart(t *testing.T, nodeCount, restarted int) {
 	quorum := nodeCount/2 + 1
 	for _, b := range blogs {
 		for _, m := range running[b] {
-			key, holding := e.mpExecLockKey(b, m.Slot), 0
+			key, holding := e.ExecLockKey(b, m.Slot), 0
 			for _, c := range clients {
 				if n, err := c.Exists(ctx, key).Result(); err == nil && n == 1 {
 					holding++
@@ -189,36 +190,36 @@ func mpSlotsRedisRestart(t *testing.T, nodeCount, restarted int) {
 	}
 	restartedAt := time.Now()
 	busy := running[blogs[0]][0]
-	e.checkFenceAfterRedisLoss(t, blogs[0], busy.Slot)
+	e.CheckFenceAfterRedisLoss(t, blogs[0], busy.Slot)
 
 	// More jobs for every key (a wake-up for every worker), then several polls of each: nothing starts.
-	e.enqueue(t, enqueued, blogs, first, more)
+	e.Enqueue(t, enqueued, blogs, first, more)
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if n := len(e.ledger(t)); n != keys*limit {
-			t.Fatalf("%d handler calls after the restart, want still %d (every key at its limit): %v", n, keys*limit, e.ledger(t)[keys*limit:])
+		if n := len(e.Ledger(t)); n != keys*limit {
+			t.Fatalf("%d handler calls after the restart, want still %d (every key at its limit): %v", n, keys*limit, e.Ledger(t)[keys*limit:])
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	for _, b := range blogs {
-		if n := e.runningRows(t, b); n != limit {
+		if n := e.RunningRows(t, b); n != limit {
 			t.Errorf("blog %d: %d rows running after the restart, want %d", b, n, limit)
 		}
 	}
 
 	// One job of each key ends: exactly one more starts, in the slot it freed, although Redis has
 	// forgotten the other two.
-	freed := map[int64]mpEntry{}
+	freed := map[int64]faultkit.Call{}
 	var releasedIDs []int64
 	for _, b := range blogs {
 		freed[b] = running[b][1]
 		releasedIDs = append(releasedIDs, running[b][1].JobID)
 	}
-	e.releaseAll(t, releasedIDs)
+	e.ReleaseAll(t, releasedIDs)
 	for _, b := range blogs {
-		var starts []mpEntry
-		mpWaitFor(t, fmt.Sprintf("the next job of blog %d to start", b), 15*time.Second, func() bool {
-			starts = e.starts(t, b)
+		var starts []faultkit.Call
+		faultkit.WaitFor(t, fmt.Sprintf("the next job of blog %d to start", b), 15*time.Second, func() bool {
+			starts = e.Starts(t, b)
 			return len(starts) > limit
 		})
 		next := starts[limit]
@@ -228,7 +229,7 @@ func mpSlotsRedisRestart(t *testing.T, nodeCount, restarted int) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	if n := len(e.ledger(t)); n != keys*(limit+1) {
+	if n := len(e.Ledger(t)); n != keys*(limit+1) {
 		t.Errorf("%d handler calls, want %d: one more per key", n, keys*(limit+1))
 	}
 	window := time.Since(restartedAt)
@@ -237,21 +238,21 @@ func mpSlotsRedisRestart(t *testing.T, nodeCount, restarted int) {
 	for id := range enqueued {
 		all = append(all, id)
 	}
-	e.releaseAll(t, all)
+	e.ReleaseAll(t, all)
 	total := keys * (first + more)
-	mpWaitFor(t, "every job processed", 60*time.Second, func() bool { return e.count(t, "processed_at IS NOT NULL") == total })
-	e.checkDoneOnce(t, enqueued, nil, limit)
-	for b, n := range e.checkConc(t, nil, limit) {
+	faultkit.WaitFor(t, "every job processed", 60*time.Second, func() bool { return e.Count(t, "processed_at IS NOT NULL") == total })
+	e.CheckDoneOnce(t, enqueued, nil, limit)
+	for b, n := range e.CheckConc(t, nil, limit) {
 		if n != limit {
 			t.Errorf("blog %d: at most %d jobs at once, want %d", b, n, limit)
 		}
 	}
-	e.checkOrder(t)
+	e.CheckOrder(t)
 
-	mpTerminate(t, workers...)
-	e.checkQuiet(t)
-	sum := mpSumStats(t, workers)
-	mpCheckCleanStats(t, sum, total)
+	faultkit.Terminate(t, workers...)
+	e.CheckQuiet(t)
+	sum := faultkit.SumStats(t, workers)
+	faultkit.CheckCleanStats(t, sum, total)
 	t.Logf("%d of %d nodes restarted empty with %d keys at their limit of %d; %v from the restart to the end of the checks; %s",
-		restarted, nodeCount, keys, limit, window.Round(time.Millisecond), mpStatsSummary(sum))
+		restarted, nodeCount, keys, limit, window.Round(time.Millisecond), faultkit.StatsSummary(sum))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/integration_test/internal/faultkit"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/limits"
@@ -49,7 +50,7 @@ func totalMaxRunning[T any](t *testing.T, kind *jobinfo.Kind[T], job func(i int)
 	const dispatchers, jobs, concurrency = 2, 40, 10
 	const sleep = 50 * time.Millisecond
 	ctx := context.Background()
-	mpReserve(t, dispatchers)
+	faultkit.Reserve(t, dispatchers)
 	s := testenv.NewSchema(t)
 	if err := migrations.Up(ctx, s.Pool); err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func totalMaxRunning[T any](t *testing.T, kind *jobinfo.Kind[T], job func(i int)
 		if _, err := dispatcher.EnqueueMany(ctx, s.Pool, kind, batch); err != nil {
 			t.Fatal(err)
 		}
-		mpWaitFor(t, fmt.Sprintf("%d jobs processed", from+jobs), 30*time.Second, func() bool {
+		faultkit.WaitFor(t, fmt.Sprintf("%d jobs processed", from+jobs), 30*time.Second, func() bool {
 			var n int
 			if err := s.Pool.QueryRow(ctx, "SELECT count(*) FROM "+name+" WHERE processed_at IS NOT NULL").Scan(&n); err != nil {
 				t.Fatal(err)
@@ -153,6 +154,6 @@ func totalMaxRunning[T any](t *testing.T, kind *jobinfo.Kind[T], job func(i int)
 	if err := limits.SetMaxRunning(ctx, s.Pool, name, 5); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(mpApplyWindow) // the change is in force in both dispatchers from here on
+	time.Sleep(limitApplyWindow) // the change is in force in both dispatchers from here on
 	run(5, jobs)
 }

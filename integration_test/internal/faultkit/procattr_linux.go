@@ -1,10 +1,10 @@
-package integration_test
+package faultkit
 
 import "syscall"
 
-// mpWorkerProcAttr makes the kernel kill a worker process when the test process dies, even without
+// workerProcAttr makes the kernel kill a worker process when the test process dies, even without
 // its cleanups (a -timeout panic, SIGKILL, a closed output pipe). The signal is tied to the thread
 // that started the child; Go only ends threads that a goroutine locked and left locked.
-func mpWorkerProcAttr() *syscall.SysProcAttr {
+func workerProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

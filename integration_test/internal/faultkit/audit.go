@@ -1,99 +1,23 @@
-package integration_test
+package faultkit
 
-// The fault suite's common parts: its switch, its report of figures, and the audit of every change a
-// kind's rows go through, from which the checks that hold in every scenario are made (tokens never go
-// backwards, a job finishes at most once, and only the attempt holding a row's token finishes it).
-//
-// The scenarios (faults_*_test.go, tests named TestFault...) run only when JOBPIPE_FAULTS=1, which
-// `make test-faults` sets: they take minutes, restart servers and measure throughput, so they run
-// alone, not beside the rest of the suite.
+// The audit of every change a kind's rows go through, from which the checks that hold in every
+// scenario are made (tokens never go backwards, a job finishes at most once, and only the attempt
+// holding a row's token finishes it), and the throughput the ledger shows.
 
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// faultsEnv selects the fault scenarios; faultsReportEnv names the file their figures are appended
-// to (default: faults.txt under $JOBPIPE_ARTIFACTS_DIR, else $TMPDIR/jobpipe-artifacts).
-const (
-	faultsEnv       = "JOBPIPE_FAULTS"
-	faultsReportEnv = "JOBPIPE_FAULTS_REPORT"
-)
-
-// faultScenario skips t unless the fault suite was asked for.
-func faultScenario(t *testing.T) {
-	t.Helper()
-	if os.Getenv(faultsEnv) != "1" {
-		t.Skipf("a fault scenario: run it with `make test-faults` (%s=1)", faultsEnv)
-	}
-}
-
-// faultsReportPath is where the figures go.
-func faultsReportPath() string {
-	if p := os.Getenv(faultsReportEnv); p != "" {
-		return p
-	}
-	dir := os.Getenv("JOBPIPE_ARTIFACTS_DIR")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "jobpipe-artifacts")
-	}
-	return filepath.Join(dir, "faults.txt")
-}
-
-var faultsReportMu sync.Mutex
-
-// faultFigures reports a scenario's figures: pairs of name and value, logged and appended to the
-// report as one line, "scenario | name=value; name=value". Values are formatted with %v; durations
-// are rounded to the millisecond and float64s shown with one decimal.
-func faultFigures(t *testing.T, scenario string, pairs ...any) {
-	t.Helper()
-	if len(pairs)%2 != 0 {
-		t.Fatalf("faultFigures(%q): %d arguments, want name/value pairs", scenario, len(pairs))
-	}
-	var parts []string
-	for i := 0; i < len(pairs); i += 2 {
-		v := pairs[i+1]
-		switch x := v.(type) {
-		case time.Duration:
-			v = x.Round(time.Millisecond)
-		case float64:
-			v = fmt.Sprintf("%.1f", x)
-		}
-		parts = append(parts, fmt.Sprintf("%v=%v", pairs[i], v))
-	}
-	line := scenario + " | " + strings.Join(parts, "; ")
-	t.Log("FIGURES " + line)
-	faultsReportMu.Lock()
-	defer faultsReportMu.Unlock()
-	path := faultsReportPath()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Errorf("fault report: %v", err)
-		return
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Errorf("fault report: %v", err)
-		return
-	}
-	defer f.Close()
-	if _, err := fmt.Fprintln(f, line); err != nil {
-		t.Errorf("fault report: %v", err)
-	}
-}
-
-// faultAuditDDL records every change of a kind's rows as the database saw it: the row's token and
+// auditDDL records every change of a kind's rows as the database saw it: the row's token and
 // state before and after, and when (the database's clock, as in the ledger). A row's state is
 // processed, failed, running (leased) or waiting.
-const faultAuditDDL = `CREATE TABLE fault_audit (
+const auditDDL = `CREATE TABLE fault_audit (
 	n bigserial PRIMARY KEY,
 	kind text NOT NULL,
 	job_id bigint NOT NULL,
@@ -107,10 +31,10 @@ const faultAuditDDL = `CREATE TABLE fault_audit (
 	old_attempts int,
 	new_attempts int)`
 
-// installAudit makes every update of table (a kind's table in the schema of db) write a row to
+// InstallAudit makes every update of table (a kind's table in the schema of db) write a row to
 // fault_audit, creating it on first use. The trigger's function is created in schema, so that the
 // workers' updates, whatever their search_path, are recorded.
-func installAudit(t *testing.T, db *pgxpool.Pool, schema, table string) {
+func InstallAudit(t *testing.T, db *pgxpool.Pool, schema, table string) {
 	t.Helper()
 	ctx := context.Background()
 	s, tbl := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{schema, table}.Sanitize()
@@ -119,7 +43,7 @@ func installAudit(t *testing.T, db *pgxpool.Pool, schema, table string) {
 			WHEN %[1]s.lease_expires_at IS NOT NULL THEN 'running' ELSE 'waiting' END`, r)
 	}
 	stmts := []string{
-		strings.Replace(faultAuditDDL, "CREATE TABLE fault_audit", "CREATE TABLE IF NOT EXISTS "+s+".fault_audit", 1),
+		strings.Replace(auditDDL, "CREATE TABLE fault_audit", "CREATE TABLE IF NOT EXISTS "+s+".fault_audit", 1),
 		fmt.Sprintf(`CREATE OR REPLACE FUNCTION %[1]s.fault_audit_row() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO %[1]s.fault_audit (kind, job_id, old_token, new_token, old_state, new_state, old_owner, new_owner, old_attempts, new_attempts)
@@ -135,14 +59,14 @@ END $$`, s, state("OLD"), state("NEW")),
 	}
 }
 
-// faultAuditCheck is what checkAudit found.
-type faultAuditCheck struct {
+// AuditSummary is what CheckAudit found.
+type AuditSummary struct {
 	Changes     int // audited changes of the kind's rows
 	Completions int // changes into processed or failed
 	Rescues     int // running rows taken back after their lease expired (token bumped, back to waiting or failed)
 }
 
-// checkAudit checks the audit of kind (its table's name) against the ledger, whose rows of the kind
+// CheckAudit checks the audit of kind (its table's name) against the ledger, whose rows of the kind
 // have ledger kind ledgerKind ("" for NULL: the keyed kind of the worker processes):
 //   - a row's token never goes backwards;
 //   - a row becomes processed or failed at most once;
@@ -156,7 +80,7 @@ type faultAuditCheck struct {
 //   - likewise, a running row is never sent back to wait or failed while the attempt holding its
 //     token still runs (that attempt's handler ended only after the change): a paused worker's stale
 //     write is a retry (its lost lease cancels its job), which the fence alone refuses.
-func checkAudit(t *testing.T, db *pgxpool.Pool, kind, ledgerKind string) faultAuditCheck {
+func CheckAudit(t *testing.T, db *pgxpool.Pool, kind, ledgerKind string) AuditSummary {
 	t.Helper()
 	ctx := context.Background()
 	var lk any
@@ -168,7 +92,7 @@ func checkAudit(t *testing.T, db *pgxpool.Pool, kind, ledgerKind string) faultAu
 	if _, err := db.Exec(ctx, `CREATE INDEX IF NOT EXISTS mp_ledger_job_token ON mp_ledger (job_id, token)`); err != nil {
 		t.Fatalf("indexing the ledger: %v", err)
 	}
-	var c faultAuditCheck
+	var c AuditSummary
 	if err := db.QueryRow(ctx, `SELECT count(*),
 		count(*) FILTER (WHERE old_state NOT IN ('processed', 'failed') AND new_state IN ('processed', 'failed')),
 		count(*) FILTER (WHERE old_state = 'running' AND new_state <> 'running' AND new_token > old_token)
@@ -218,20 +142,4 @@ func checkAudit(t *testing.T, db *pgxpool.Pool, kind, ledgerKind string) faultAu
 		}
 	}
 	return c
-}
-
-// ledgerRate is how many handler calls of ledgerKind ("" for the keyed kind) ended with "ok" per
-// second in [from, to), on the database's clock.
-func ledgerRate(t *testing.T, db *pgxpool.Pool, ledgerKind string, from, to time.Time) float64 {
-	t.Helper()
-	var lk any
-	if ledgerKind != "" {
-		lk = ledgerKind
-	}
-	var n int
-	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM mp_ledger
-		WHERE kind IS NOT DISTINCT FROM $1 AND outcome = 'ok' AND ended_at >= $2 AND ended_at < $3`, lk, from, to).Scan(&n); err != nil {
-		t.Fatalf("ledger rate: %v", err)
-	}
-	return float64(n) / to.Sub(from).Seconds()
 }

@@ -1,7 +1,7 @@
-package integration_test
+package faultkit
 
-// The worker process mode. The multi-process tests re-execute this test binary with mpWorkerEnv set;
-// TestMain then calls runWorker instead of running tests. A worker is one jobpipe dispatcher working
+// The worker process mode. The multi-process tests re-execute this test binary with WorkerModeEnv set;
+// TestMain then calls RunWorker instead of running tests. A worker is one jobpipe dispatcher working
 // one keyed kind, configured from environment variables, whose handler writes what it sees to a
 // ledger table in the test's schema. It runs until SIGTERM, then stops gracefully and exits 0.
 
@@ -28,44 +28,44 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// Environment of a worker process. mpWorkerEnv=1 selects the worker mode; the others configure it.
+// Environment of a worker process. WorkerModeEnv=1 selects the worker mode; the others configure it.
 const (
-	mpWorkerEnv      = "JOBPIPE_TEST_WORKER"
-	mpEnvDatabaseURL = "JPW_DATABASE_URL"   // connection string; its search_path is the test's schema
-	mpEnvRedis       = "JPW_REDIS"          // lock nodes, comma-separated host:port
-	mpEnvPrefix      = "JPW_REDIS_PREFIX"   // lock key prefix
-	mpEnvKind        = "JPW_KIND"           // kind name (= table name) of mpJob
-	mpEnvNode        = "JPW_NODE"           // dispatcher node name
-	mpEnvSleepMin    = "JPW_SLEEP_MIN"      // handler sleep, lower bound (duration)
-	mpEnvSleepMax    = "JPW_SLEEP_MAX"      // handler sleep, upper bound (duration)
-	mpEnvBlockIDs    = "JPW_BLOCK_IDS"      // job ids whose handler blocks, comma-separated
-	mpEnvBlockBlogs  = "JPW_BLOCK_BLOGS"    // blog ids whose jobs' handlers block, comma-separated
-	mpEnvBlockUpTo   = "JPW_BLOCK_ATTEMPTS" // block only attempts <= this (0: every attempt)
-	mpEnvLeaseTTL    = "JPW_LEASE_TTL"      // dispatcher.Config.LeaseTTL
-	mpEnvRescue      = "JPW_RESCUE"         // dispatcher.Config.RescueInterval
-	mpEnvLeaderTTL   = "JPW_LEADER_TTL"     // dispatcher.Config.LeaderTTL
-	mpEnvPoll        = "JPW_POLL"           // dispatcher.Config.PollInterval
-	mpEnvConcurrency = "JPW_CONCURRENCY"    // dispatcher.Config.Concurrency
-	mpEnvKeyRunJobs  = "JPW_KEY_RUN_JOBS"   // dispatcher.Config.KeyRunJobs
-	mpEnvRetryDelay  = "JPW_RETRY_DELAY"    // the kind's constant backoff
-	mpEnvKeyLimit    = "JPW_KEY_LIMIT"      // the kind's static jobinfo.KeyLimit (0 or unset: the default, 1)
+	WorkerModeEnv  = "JOBPIPE_TEST_WORKER"
+	envDatabaseURL = "JPW_DATABASE_URL"   // connection string; its search_path is the test's schema
+	envRedis       = "JPW_REDIS"          // lock nodes, comma-separated host:port
+	envPrefix      = "JPW_REDIS_PREFIX"   // lock key prefix
+	envKind        = "JPW_KIND"           // kind name (= table name) of KeyedJob
+	envNode        = "JPW_NODE"           // dispatcher node name
+	envSleepMin    = "JPW_SLEEP_MIN"      // handler sleep, lower bound (duration)
+	envSleepMax    = "JPW_SLEEP_MAX"      // handler sleep, upper bound (duration)
+	envBlockIDs    = "JPW_BLOCK_IDS"      // job ids whose handler blocks, comma-separated
+	envBlockBlogs  = "JPW_BLOCK_BLOGS"    // blog ids whose jobs' handlers block, comma-separated
+	envBlockUpTo   = "JPW_BLOCK_ATTEMPTS" // block only attempts <= this (0: every attempt)
+	envLeaseTTL    = "JPW_LEASE_TTL"      // dispatcher.Config.LeaseTTL
+	envRescue      = "JPW_RESCUE"         // dispatcher.Config.RescueInterval
+	envLeaderTTL   = "JPW_LEADER_TTL"     // dispatcher.Config.LeaderTTL
+	envPoll        = "JPW_POLL"           // dispatcher.Config.PollInterval
+	envConcurrency = "JPW_CONCURRENCY"    // dispatcher.Config.Concurrency
+	envKeyRunJobs  = "JPW_KEY_RUN_JOBS"   // dispatcher.Config.KeyRunJobs
+	envRetryDelay  = "JPW_RETRY_DELAY"    // the kind's constant backoff
+	envKeyLimit    = "JPW_KEY_LIMIT"      // the kind's static jobinfo.KeyLimit (0 or unset: the default, 1)
 )
 
-// Lines a worker writes on its stdout for the test: mpReadyLine once its dispatcher has started,
-// mpStatsLine followed by the dispatcher's Stats as JSON once it has stopped.
+// Lines a worker writes on its stdout for the test: readyLine once its dispatcher has started,
+// StatsSummary followed by the dispatcher's Stats as JSON once it has stopped.
 const (
-	mpReadyLine = "JPW-READY"
-	mpStatsLine = "JPW-STATS "
+	readyLine = "JPW-READY"
+	statsLine = "JPW-STATS "
 )
 
 // Tables of the test's schema that the workers use besides the kind's own.
 const (
-	// mpLedgerDDL: one row per handler call, inserted when the handler starts and completed (ended_at,
+	// ledgerDDL: one row per handler call, inserted when the handler starts and completed (ended_at,
 	// outcome) when it returns. kind is NULL for the keyed kind's calls and names the kind of a
-	// worker extra's (see mpWorkerExtras). Both writes are autocommitted on a pool of their own, outside any job
+	// worker extra's (see workerExtras). Both writes are autocommitted on a pool of their own, outside any job
 	// transaction, so a start stays visible when the worker is killed afterwards. running is how many
 	// handlers of the job's blog ran, this one included, right after it started (from mp_conc).
-	mpLedgerDDL = `CREATE TABLE mp_ledger (
+	ledgerDDL = `CREATE TABLE mp_ledger (
 	n bigserial PRIMARY KEY,
 	job_id bigint NOT NULL,
 	blog_id bigint NOT NULL,
@@ -80,12 +80,12 @@ const (
 	outcome text,
 	running int,
 	kind text)`
-	// mpReleaseDDL: a blocking handler returns once its job's id is inserted here.
-	mpReleaseDDL = `CREATE TABLE mp_release (job_id bigint PRIMARY KEY)`
-	// mpConcDDL: per blog, the handlers running now across every process, the most ever seen at once,
+	// releaseDDL: a blocking handler returns once its job's id is inserted here.
+	releaseDDL = `CREATE TABLE mp_release (job_id bigint PRIMARY KEY)`
+	// concDDL: per blog, the handlers running now across every process, the most ever seen at once,
 	// the slots they hold, and how often a handler started in a slot another running handler held.
 	// Updated in the same autocommitted statements as the ledger; the row lock makes the counts exact.
-	mpConcDDL = `CREATE TABLE mp_conc (
+	concDDL = `CREATE TABLE mp_conc (
 	blog_id bigint PRIMARY KEY,
 	running int NOT NULL,
 	max_seen int NOT NULL,
@@ -94,10 +94,10 @@ const (
 )
 
 // The handler's two ledger writes. A start counts the handler in mp_conc and records the count with
-// the ledger row; an end uncounts it and completes the row. One statement each, so that mpRetry's
+// the ledger row; an end uncounts it and completes the row. One statement each, so that retryUnsent's
 // "surely did not reach the server" keeps both exact.
 const (
-	mpLedgerStartSQL = `WITH c AS (
+	ledgerStartSQL = `WITH c AS (
 	INSERT INTO mp_conc AS c (blog_id, running, max_seen, slots, slot_clashes) VALUES ($2, 1, 1, ARRAY[$6::int], 0)
 	ON CONFLICT (blog_id) DO UPDATE SET running = c.running + 1, max_seen = greatest(c.max_seen, c.running + 1),
 		slots = c.slots || $6::int, slot_clashes = c.slot_clashes + (($6::int = ANY (c.slots))::int)
@@ -105,36 +105,36 @@ const (
 INSERT INTO mp_ledger (job_id, blog_id, seq, attempt, token, slot, pid, node, started_at, running, kind)
 SELECT $1, $2, $3, $4, $5, $6::int, $7, $8, clock_timestamp(), c.running, $9 FROM c
 RETURNING n`
-	mpLedgerEndSQL = `WITH c AS (
+	ledgerEndSQL = `WITH c AS (
 	UPDATE mp_conc SET running = running - 1, slots = array_remove(slots, $4::int) WHERE blog_id = $3)
 UPDATE mp_ledger SET ended_at = clock_timestamp(), outcome = $2 WHERE n = $1`
 )
 
-// mpJob is the data of the multi-process tests' kind: at most the kind's key limit of jobs per blog
+// KeyedJob is the data of the multi-process tests' kind: at most the kind's key limit of jobs per blog
 // run at once (1 unless a test sets JPW_KEY_LIMIT or a dynamic limit), and seq numbers a blog's jobs
 // in the order they were enqueued.
-type mpJob struct {
+type KeyedJob struct {
 	BlogID int64 `jobpipe:"blog_id,key"`
 	Seq    int64 `jobpipe:"seq"`
 }
 
-// mpDefineKind defines the kind the test and its workers share. retryDelay is the constant backoff,
+// defineKeyedKind defines the kind the test and its workers share. retryDelay is the constant backoff,
 // which the rescuer also applies to a job whose lease expired; keyLimit is the static per-key running
 // limit (0: the default, 1).
-func mpDefineKind(name string, retryDelay time.Duration, keyLimit int) (*jobinfo.Kind[mpJob], error) {
+func defineKeyedKind(name string, retryDelay time.Duration, keyLimit int) (*jobinfo.Kind[KeyedJob], error) {
 	opts := []jobinfo.Option{jobinfo.MaxAttempts(5), jobinfo.Backoff(backoff.Constant(retryDelay))}
 	if keyLimit != 0 {
 		opts = append(opts, jobinfo.KeyLimit(keyLimit))
 	}
-	return jobinfo.Define[mpJob](name, opts...)
+	return jobinfo.Define[KeyedJob](name, opts...)
 }
 
-// mpDefaultRetryDelay is the kind's backoff unless a test sets JPW_RETRY_DELAY.
-const mpDefaultRetryDelay = 200 * time.Millisecond
+// DefaultRetryDelay is the kind's backoff unless a test sets JPW_RETRY_DELAY.
+const DefaultRetryDelay = 200 * time.Millisecond
 
-// runWorker is the worker process's main. It returns the exit code: 0 after a clean SIGTERM shutdown,
+// RunWorker is the worker process's main. It returns the exit code: 0 after a clean SIGTERM shutdown,
 // 1 when Stop failed, 2 when the worker could not start.
-func runWorker() int {
+func RunWorker() int {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	fail := func(format string, args ...any) int {
 		logger.Error(fmt.Sprintf(format, args...))
@@ -159,13 +159,13 @@ func runWorker() int {
 		}
 		return d
 	}
-	sleepMin := must(dur(mpEnvSleepMin, 0))
-	sleepMax := must(dur(mpEnvSleepMax, 0))
-	leaseTTL := must(dur(mpEnvLeaseTTL, 0))
-	rescue := must(dur(mpEnvRescue, 0))
-	leaderTTL := must(dur(mpEnvLeaderTTL, 0))
-	poll := must(dur(mpEnvPoll, 0))
-	retryDelay := must(dur(mpEnvRetryDelay, mpDefaultRetryDelay))
+	sleepMin := must(dur(envSleepMin, 0))
+	sleepMax := must(dur(envSleepMax, 0))
+	leaseTTL := must(dur(envLeaseTTL, 0))
+	rescue := must(dur(envRescue, 0))
+	leaderTTL := must(dur(envLeaderTTL, 0))
+	poll := must(dur(envPoll, 0))
+	retryDelay := must(dur(envRetryDelay, DefaultRetryDelay))
 	ids := func(key string) map[int64]bool {
 		set := map[int64]bool{}
 		for _, f := range strings.Split(env(key), ",") {
@@ -180,7 +180,7 @@ func runWorker() int {
 		}
 		return set
 	}
-	blockIDs, blockBlogs := ids(mpEnvBlockIDs), ids(mpEnvBlockBlogs)
+	blockIDs, blockBlogs := ids(envBlockIDs), ids(envBlockBlogs)
 	integer := func(key string) int {
 		v := env(key)
 		if v == "" {
@@ -192,24 +192,24 @@ func runWorker() int {
 		}
 		return n
 	}
-	blockUpTo := integer(mpEnvBlockUpTo)
-	keyLimit := integer(mpEnvKeyLimit)
-	keyRunJobs := integer(mpEnvKeyRunJobs)
+	blockUpTo := integer(envBlockUpTo)
+	keyLimit := integer(envKeyLimit)
+	keyRunJobs := integer(envKeyRunJobs)
 	concurrency := 4
-	if n := integer(mpEnvConcurrency); n != 0 {
+	if n := integer(envConcurrency); n != 0 {
 		concurrency = n
 	}
 	if len(errs) > 0 {
 		return fail("worker: bad settings: %v", errs)
 	}
 	if sleepMax < sleepMin {
-		return fail("worker: %s %v < %s %v", mpEnvSleepMax, sleepMax, mpEnvSleepMin, sleepMin)
+		return fail("worker: %s %v < %s %v", envSleepMax, sleepMax, envSleepMin, sleepMin)
 	}
-	dbURL, nodes, node := env(mpEnvDatabaseURL), env(mpEnvRedis), env(mpEnvNode)
-	if dbURL == "" || nodes == "" || node == "" || env(mpEnvKind) == "" {
-		return fail("worker: %s, %s, %s and %s are required", mpEnvDatabaseURL, mpEnvRedis, mpEnvNode, mpEnvKind)
+	dbURL, nodes, node := env(envDatabaseURL), env(envRedis), env(envNode)
+	if dbURL == "" || nodes == "" || node == "" || env(envKind) == "" {
+		return fail("worker: %s, %s, %s and %s are required", envDatabaseURL, envRedis, envNode, envKind)
 	}
-	kind, err := mpDefineKind(env(mpEnvKind), retryDelay, keyLimit)
+	kind, err := defineKeyedKind(env(envKind), retryDelay, keyLimit)
 	if err != nil {
 		return fail("worker: %v", err)
 	}
@@ -260,34 +260,34 @@ func runWorker() int {
 	}()
 
 	d, err := dispatcher.New(dispatcher.Config{
-		DB: db, Redis: clients, RedisPrefix: env(mpEnvPrefix), NodeName: node,
+		DB: db, Redis: clients, RedisPrefix: env(envPrefix), NodeName: node,
 		Concurrency: concurrency, LeaseTTL: leaseTTL, PollInterval: poll,
 		RescueInterval: rescue, LeaderTTL: leaderTTL, Logger: logger, KeyRunJobs: keyRunJobs,
 	})
 	if err != nil {
 		return fail("worker: %v", err)
 	}
-	host := &mpWorkerHost{D: d, DB: db, Ledger: ledger, Logger: logger, Node: node, Pid: os.Getpid(), Env: env,
-		behaviour: mpBehaviour{sleepMin: sleepMin, sleepMax: sleepMax, blockIDs: blockIDs, blockBlogs: blockBlogs, blockUpTo: blockUpTo}}
-	handler := func(jctx context.Context, j *dispatcher.Job[mpJob]) error {
-		return host.Handle(jctx, mpCall{JobID: j.ID, BlogID: j.Data.BlogID, Seq: j.Data.Seq, Attempt: j.Attempt, Token: j.Token, Slot: j.Slot})
+	host := &workerHost{D: d, DB: db, Ledger: ledger, Logger: logger, Node: node, Pid: os.Getpid(), Env: env,
+		behaviour: behaviour{sleepMin: sleepMin, sleepMax: sleepMax, blockIDs: blockIDs, blockBlogs: blockBlogs, blockUpTo: blockUpTo}}
+	handler := func(jctx context.Context, j *dispatcher.Job[KeyedJob]) error {
+		return host.Handle(jctx, handlerCall{JobID: j.ID, BlogID: j.Data.BlogID, Seq: j.Data.Seq, Attempt: j.Attempt, Token: j.Token, Slot: j.Slot})
 	}
 	if err := dispatcher.Register(d, kind, handler); err != nil {
 		return fail("worker: %v", err)
 	}
-	for _, extra := range mpWorkerExtras {
+	for _, extra := range workerExtras {
 		if err := extra(host); err != nil {
 			return fail("worker: %v", err)
 		}
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
 	// Start fails, and may be called again, when the shared server refuses a connection for a moment.
-	err = mpRetry(startCtx, func() error { return d.Start(startCtx) })
+	err = retryUnsent(startCtx, func() error { return d.Start(startCtx) })
 	cancelStart()
 	if err != nil {
 		return fail("worker: Start: %v", err)
 	}
-	fmt.Println(mpReadyLine)
+	fmt.Println(readyLine)
 
 	<-ctx.Done()
 	began := time.Now()
@@ -299,13 +299,13 @@ func runWorker() int {
 		code = 1
 	}
 	st, _ := json.Marshal(d.Stats())
-	fmt.Println(mpStatsLine + string(st))
+	fmt.Println(statsLine + string(st))
 	logger.Info("worker: stopped", "node", node, "in", time.Since(began).Round(time.Millisecond), "stats", string(st))
 	return code
 }
 
-// mpWorkerHost is what a worker extra (see mpWorkerExtras) gets to work with.
-type mpWorkerHost struct {
+// workerHost is what a worker extra (see workerExtras) gets to work with.
+type workerHost struct {
 	D      *dispatcher.Dispatcher
 	DB     *pgxpool.Pool // the dispatcher's pool
 	Ledger *pgxpool.Pool // the ledger's own pool
@@ -314,33 +314,33 @@ type mpWorkerHost struct {
 	Pid    int
 	Env    func(key string) string // the worker's environment, trimmed
 
-	behaviour mpBehaviour
+	behaviour behaviour
 }
 
 // RetryDelay is the worker's JPW_RETRY_DELAY, the constant backoff of its kinds, or the default.
-func (h *mpWorkerHost) RetryDelay() (time.Duration, error) {
-	v := h.Env(mpEnvRetryDelay)
+func (h *workerHost) RetryDelay() (time.Duration, error) {
+	v := h.Env(envRetryDelay)
 	if v == "" {
-		return mpDefaultRetryDelay, nil
+		return DefaultRetryDelay, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
-		return 0, fmt.Errorf("%s=%q: %w", mpEnvRetryDelay, v, err)
+		return 0, fmt.Errorf("%s=%q: %w", envRetryDelay, v, err)
 	}
 	return d, nil
 }
 
-// mpBehaviour is what the worker's handlers do between their two ledger writes, from the worker's
+// behaviour is what the worker's handlers do between their two ledger writes, from the worker's
 // settings: block (until released) or sleep.
-type mpBehaviour struct {
+type behaviour struct {
 	sleepMin, sleepMax   time.Duration
 	blockIDs, blockBlogs map[int64]bool
 	blockUpTo            int
 }
 
-// mpCall is one handler call as the ledger records it. Kind is "" for the keyed kind (NULL in the
+// handlerCall is one handler call as the ledger records it. Kind is "" for the keyed kind (NULL in the
 // ledger) and names the kind of an extra's handler.
-type mpCall struct {
+type handlerCall struct {
 	Kind          string
 	JobID, BlogID int64
 	Seq           int64
@@ -352,12 +352,12 @@ type mpCall struct {
 // Handle is the worker's handler: it records the call's start in the ledger, blocks or sleeps as the
 // worker's settings say, and records its end with the outcome ("ok" or the error). It returns the
 // error the job should end with. An extra's handler calls it to be recorded like the keyed kind's.
-func (h *mpWorkerHost) Handle(jctx context.Context, c mpCall) error {
+func (h *workerHost) Handle(jctx context.Context, c handlerCall) error {
 	return h.HandleWith(jctx, c, h.behave)
 }
 
 // HandleWith is Handle with work in place of the settings' blocking or sleeping.
-func (h *mpWorkerHost) HandleWith(jctx context.Context, c mpCall, work func(jctx context.Context, c mpCall) error) error {
+func (h *workerHost) HandleWith(jctx context.Context, c handlerCall, work func(jctx context.Context, c handlerCall) error) error {
 	// The ledger's writes must happen whatever becomes of the job's context.
 	lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -366,8 +366,8 @@ func (h *mpWorkerHost) HandleWith(jctx context.Context, c mpCall, work func(jctx
 		kind = c.Kind
 	}
 	var n int64
-	err := mpRetry(lctx, func() error {
-		return h.Ledger.QueryRow(lctx, mpLedgerStartSQL,
+	err := retryUnsent(lctx, func() error {
+		return h.Ledger.QueryRow(lctx, ledgerStartSQL,
 			c.JobID, c.BlogID, c.Seq, c.Attempt, c.Token, c.Slot, h.Pid, h.Node, kind).Scan(&n)
 	})
 	if err != nil {
@@ -379,8 +379,8 @@ func (h *mpWorkerHost) HandleWith(jctx context.Context, c mpCall, work func(jctx
 	if result != nil {
 		outcome = result.Error()
 	}
-	err = mpRetry(lctx, func() error {
-		_, err := h.Ledger.Exec(lctx, mpLedgerEndSQL, n, outcome, c.BlogID, c.Slot)
+	err = retryUnsent(lctx, func() error {
+		_, err := h.Ledger.Exec(lctx, ledgerEndSQL, n, outcome, c.BlogID, c.Slot)
 		return err
 	})
 	if err != nil {
@@ -391,10 +391,10 @@ func (h *mpWorkerHost) HandleWith(jctx context.Context, c mpCall, work func(jctx
 }
 
 // behave blocks or sleeps as the worker's settings say.
-func (h *mpWorkerHost) behave(jctx context.Context, c mpCall) error {
+func (h *workerHost) behave(jctx context.Context, c handlerCall) error {
 	b := h.behaviour
 	if (b.blockIDs[c.JobID] || b.blockBlogs[c.BlogID]) && (b.blockUpTo == 0 || c.Attempt <= b.blockUpTo) {
-		return mpBlock(jctx, h.Ledger, c.JobID)
+		return blockUntilReleased(jctx, h.Ledger, c.JobID)
 	}
 	sleep := b.sleepMin
 	if b.sleepMax > b.sleepMin {
@@ -411,16 +411,16 @@ func (h *mpWorkerHost) behave(jctx context.Context, c mpCall) error {
 	}
 }
 
-// mpWorkerExtras run in every worker process after the keyed kind is registered and before the
-// dispatcher starts. Test files add to it from init to give the workers more kinds or behaviour; an
-// extra does nothing unless the environment variables it reads are set (see mpWorkerSettings.Extra),
-// and an error it returns ends the worker with status 2.
-var mpWorkerExtras []func(h *mpWorkerHost) error
+// workerExtras run in every worker process, in this order, after the keyed kind is registered and
+// before the dispatcher starts: they give the workers more kinds or behaviour. An extra does nothing
+// unless the environment variables it reads are set (see WorkerSettings), and an error it returns
+// ends the worker with status 2.
+var workerExtras = []func(h *workerHost) error{inputKindExtra, plainKindExtra, ledgerURLExtra, probeKindExtra, tickKindExtra, flakyKindExtra}
 
-// mpRetry runs f until it succeeds, fails in a way that may have had an effect, or ctx ends: f is
+// retryUnsent runs f until it succeeds, fails in a way that may have had an effect, or ctx ends: f is
 // retried only when it surely did not reach the server (say, a connection refused because the shared
 // server was out of connections), so that a ledger write is recorded exactly once.
-func mpRetry(ctx context.Context, f func() error) error {
+func retryUnsent(ctx context.Context, f func() error) error {
 	wait := 20 * time.Millisecond
 	for {
 		err := f()
@@ -437,8 +437,8 @@ func mpRetry(ctx context.Context, f func() error) error {
 	}
 }
 
-// mpBlock holds a job until the test releases it (a row in mp_release) or its context ends.
-func mpBlock(ctx context.Context, db *pgxpool.Pool, id int64) error {
+// blockUntilReleased holds a job until the test releases it (a row in mp_release) or its context ends.
+func blockUntilReleased(ctx context.Context, db *pgxpool.Pool, id int64) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {

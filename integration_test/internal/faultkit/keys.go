@@ -1,4 +1,8 @@
-package integration_test
+package faultkit
+
+// What the per-key limit tests share: enqueueing keys, reading the handlers' concurrency counts
+// (mp_conc), a database-side check of the order in which a key's jobs are claimed, and the checks
+// every such test ends with.
 
 import (
 	"context"
@@ -17,11 +21,7 @@ import (
 	"github.com/jobpipe/jobpipe/limits"
 )
 
-// What the per-key limit tests share: enqueueing keys, reading the handlers' concurrency counts
-// (mp_conc), a database-side check of the order in which a key's jobs are claimed, and the checks
-// every such test ends with.
-
-// mpOrderCheckSQL makes the database record, whenever a job of the kind is claimed, every earlier job
+// orderCheckSQL makes the database record, whenever a job of the kind is claimed, every earlier job
 // of its key (lower id: the kind's created order) that is still waiting and that no other transaction
 // has locked. Such a job is neither running nor being claimed, so the claim overtook it: against I5,
 // since a key's jobs must start in order even when several of them run at once. Jobs being claimed
@@ -29,7 +29,7 @@ import (
 // claims of a key's next jobs are not reported; a violation that hides behind such a lock is missed,
 // never invented. The trigger fires after the claim statement, so the jobs a statement claims
 // together see each other as claimed.
-const mpOrderCheckSQL = `CREATE TABLE mp_order_violations (
+const orderCheckSQL = `CREATE TABLE mp_order_violations (
 	job_id bigint NOT NULL,
 	blog_id bigint NOT NULL,
 	seq bigint NOT NULL,
@@ -66,20 +66,20 @@ CREATE TRIGGER mp_check_claim_order AFTER UPDATE OF lease_expires_at ON mp_post_
 	FOR EACH ROW WHEN (OLD.lease_expires_at IS NULL AND NEW.lease_expires_at IS NOT NULL)
 	EXECUTE FUNCTION mp_check_claim_order()`
 
-// installOrderCheck installs mpOrderCheckSQL in e's schema.
-func (e *mpEnv) installOrderCheck(t *testing.T) {
+// InstallOrderCheck installs orderCheckSQL in e's schema.
+func (e *World) InstallOrderCheck(t *testing.T) {
 	t.Helper()
-	if _, err := e.db.Exec(context.Background(), mpOrderCheckSQL); err != nil {
+	if _, err := e.DB.Exec(context.Background(), orderCheckSQL); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// checkOrder fails t for every claim that overtook an earlier waiting job of its key, and shows the
+// CheckOrder fails t for every claim that overtook an earlier waiting job of its key, and shows the
 // claims of the key around it (each with its claim transaction, xid).
-func (e *mpEnv) checkOrder(t *testing.T) {
+func (e *World) CheckOrder(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := e.db.Query(ctx, `SELECT job_id, blog_id, seq, earlier_id, earlier_seq, earlier_attempts, earlier_due, at
+	rows, err := e.DB.Query(ctx, `SELECT job_id, blog_id, seq, earlier_id, earlier_seq, earlier_attempts, earlier_due, at
 		FROM mp_order_violations ORDER BY at`)
 	if err != nil {
 		t.Fatal(err)
@@ -94,8 +94,8 @@ func (e *mpEnv) checkOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	report := &mpErrors{t: t, what: "claims in the key's order"}
-	defer report.done()
+	report := NewFailureLog(t, "claims in the key's order")
+	defer report.Done()
 	for i, v := range vs {
 		due := "now"
 		if v.EarlierDue != nil {
@@ -103,7 +103,7 @@ func (e *mpEnv) checkOrder(t *testing.T) {
 		}
 		var claims []string
 		if i < 3 {
-			rows, err := e.db.Query(ctx, `SELECT format('job %s seq %s slot %s by %s in xid %s at %s', job_id, seq, slot, owner, xid, to_char(at, 'HH24:MI:SS.US'))
+			rows, err := e.DB.Query(ctx, `SELECT format('job %s seq %s slot %s by %s in xid %s at %s', job_id, seq, slot, owner, xid, to_char(at, 'HH24:MI:SS.US'))
 				FROM mp_claims WHERE blog_id = $1 AND at BETWEEN $2::timestamptz - interval '1 second' AND $2::timestamptz + interval '1 second' ORDER BY at`, v.Blog, v.At)
 			if err != nil {
 				t.Fatal(err)
@@ -117,20 +117,20 @@ func (e *mpEnv) checkOrder(t *testing.T) {
 	}
 }
 
-// mpEnqueued is what the test enqueued, by job id.
-type mpEnqueued map[int64]mpJob
+// Enqueued is what the test enqueued, by job id.
+type Enqueued map[int64]KeyedJob
 
-// enqueue enqueues perKey jobs for each blog, seq numbers from firstSeq on, seq-major (so that the
+// Enqueue enqueues perKey jobs for each blog, seq numbers from firstSeq on, seq-major (so that the
 // keys' jobs are interleaved in id order), and adds them to into.
-func (e *mpEnv) enqueue(t *testing.T, into mpEnqueued, blogs []int64, firstSeq, perKey int) []int64 {
+func (e *World) Enqueue(t *testing.T, into Enqueued, blogs []int64, firstSeq, perKey int) []int64 {
 	t.Helper()
-	var jobs []mpJob
+	var jobs []KeyedJob
 	for seq := firstSeq; seq < firstSeq+perKey; seq++ {
 		for _, b := range blogs {
-			jobs = append(jobs, mpJob{BlogID: b, Seq: int64(seq)})
+			jobs = append(jobs, KeyedJob{BlogID: b, Seq: int64(seq)})
 		}
 	}
-	res, err := dispatcher.EnqueueMany(context.Background(), e.db, e.kind, jobs)
+	res, err := dispatcher.EnqueueMany(context.Background(), e.DB, e.Kind, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,30 +145,30 @@ func (e *mpEnv) enqueue(t *testing.T, into mpEnqueued, blogs []int64, firstSeq, 
 	return ids
 }
 
-// releaseAll lets the blocking handlers of ids return (now or whenever they start).
-func (e *mpEnv) releaseAll(t *testing.T, ids []int64) {
+// ReleaseAll lets the blocking handlers of ids return (now or whenever they start).
+func (e *World) ReleaseAll(t *testing.T, ids []int64) {
 	t.Helper()
-	if _, err := e.db.Exec(context.Background(), `INSERT INTO mp_release (job_id) SELECT unnest($1::bigint[]) ON CONFLICT DO NOTHING`, ids); err != nil {
+	if _, err := e.DB.Exec(context.Background(), `INSERT INTO mp_release (job_id) SELECT unnest($1::bigint[]) ON CONFLICT DO NOTHING`, ids); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// mpConc is one blog's row of mp_conc.
-type mpConc struct {
+// Conc is one blog's row of mp_conc.
+type Conc struct {
 	Running, MaxSeen, SlotClashes int
 	Slots                         []int32
 }
 
-// conc reads mp_conc by blog.
-func (e *mpEnv) conc(t *testing.T) map[int64]mpConc {
+// Conc reads mp_conc by blog.
+func (e *World) Conc(t *testing.T) map[int64]Conc {
 	t.Helper()
-	rows, err := e.db.Query(context.Background(), `SELECT blog_id, running, max_seen, slot_clashes, slots FROM mp_conc`)
+	rows, err := e.DB.Query(context.Background(), `SELECT blog_id, running, max_seen, slot_clashes, slots FROM mp_conc`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[int64]mpConc{}
+	out := map[int64]Conc{}
 	var blog int64
-	var c mpConc
+	var c Conc
 	_, err = pgx.ForEachRow(rows, []any{&blog, &c.Running, &c.MaxSeen, &c.SlotClashes, &c.Slots}, func() error {
 		out[blog] = c
 		return nil
@@ -179,11 +179,11 @@ func (e *mpEnv) conc(t *testing.T) map[int64]mpConc {
 	return out
 }
 
-// starts returns the blog's handler calls in the order they started (ledger row order).
-func (e *mpEnv) starts(t *testing.T, blog int64) []mpEntry {
+// Starts returns the blog's handler calls in the order they started (ledger row order).
+func (e *World) Starts(t *testing.T, blog int64) []Call {
 	t.Helper()
-	var out []mpEntry
-	for _, m := range e.ledger(t) {
+	var out []Call
+	for _, m := range e.Ledger(t) {
 		if m.BlogID == blog {
 			out = append(out, m)
 		}
@@ -192,11 +192,11 @@ func (e *mpEnv) starts(t *testing.T, blog int64) []mpEntry {
 	return out
 }
 
-// running returns the blog's handler calls that have not ended.
-func (e *mpEnv) running(t *testing.T, blog int64) []mpEntry {
+// Running returns the blog's handler calls that have not ended.
+func (e *World) Running(t *testing.T, blog int64) []Call {
 	t.Helper()
-	var out []mpEntry
-	for _, m := range e.starts(t, blog) {
+	var out []Call
+	for _, m := range e.Starts(t, blog) {
 		if m.EndedAt == nil {
 			out = append(out, m)
 		}
@@ -204,40 +204,40 @@ func (e *mpEnv) running(t *testing.T, blog int64) []mpEntry {
 	return out
 }
 
-// runningRows counts the blog's rows the database shows running (leased).
-func (e *mpEnv) runningRows(t *testing.T, blog int64) int {
+// RunningRows counts the blog's rows the database shows running (leased).
+func (e *World) RunningRows(t *testing.T, blog int64) int {
 	t.Helper()
-	return e.count(t, fmt.Sprintf("lease_expires_at IS NOT NULL AND blog_id = %d", blog))
+	return e.Count(t, fmt.Sprintf("lease_expires_at IS NOT NULL AND blog_id = %d", blog))
 }
 
-// key is the key value of a blog as the limits package names it: its decimal text.
-func mpKey(blog int64) string { return strconv.FormatInt(blog, 10) }
+// KeyOf is the key value of a blog as the limits package names it: its decimal text.
+func KeyOf(blog int64) string { return strconv.FormatInt(blog, 10) }
 
-// setLimit applies a limits change and returns the database's clock just before it (a lower bound
+// SetLimit applies a limits change and returns the database's clock just before it (a lower bound
 // of the moment it committed), to measure how long the dispatchers took to apply it.
-func (e *mpEnv) setLimit(t *testing.T, what string, change func(ctx context.Context) error) time.Time {
+func (e *World) SetLimit(t *testing.T, what string, change func(ctx context.Context) error) time.Time {
 	t.Helper()
-	before := e.dbNow(t)
+	before := e.Now(t)
 	if err := change(context.Background()); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 	return before
 }
 
-// setKey sets blog's limit override.
-func (e *mpEnv) setKey(t *testing.T, blog int64, n int) time.Time {
+// SetKey sets blog's limit override.
+func (e *World) SetKey(t *testing.T, blog int64, n int) time.Time {
 	t.Helper()
-	return e.setLimit(t, fmt.Sprintf("SetKey(%d, %d)", blog, n), func(ctx context.Context) error {
-		return limits.SetKey(ctx, e.db, mpKindName, mpKey(blog), n)
+	return e.SetLimit(t, fmt.Sprintf("SetKey(%d, %d)", blog, n), func(ctx context.Context) error {
+		return limits.SetKey(ctx, e.DB, KeyedKind, KeyOf(blog), n)
 	})
 }
 
-// waitRunning waits until the blog has want handlers running and returns them.
-func (e *mpEnv) waitRunning(t *testing.T, blog int64, want int, within time.Duration) []mpEntry {
+// WaitRunning waits until the blog has want handlers running and returns them.
+func (e *World) WaitRunning(t *testing.T, blog int64, want int, within time.Duration) []Call {
 	t.Helper()
-	var got []mpEntry
-	mpWaitFor(t, fmt.Sprintf("%d jobs of blog %d running", want, blog), within, func() bool {
-		got = e.running(t, blog)
+	var got []Call
+	WaitFor(t, fmt.Sprintf("%d jobs of blog %d running", want, blog), within, func() bool {
+		got = e.Running(t, blog)
 		if len(got) > want {
 			t.Fatalf("blog %d: %d jobs running, want %d: %v", blog, len(got), want, got)
 		}
@@ -246,21 +246,21 @@ func (e *mpEnv) waitRunning(t *testing.T, blog int64, want int, within time.Dura
 	return got
 }
 
-// noNewStart watches the blog for d and fails t if any handler of it starts beyond the first
+// NoNewStart watches the blog for d and fails t if any handler of it starts beyond the first
 // already of its calls.
-func (e *mpEnv) noNewStart(t *testing.T, blog int64, already int, d time.Duration, why string) {
+func (e *World) NoNewStart(t *testing.T, blog int64, already int, d time.Duration, why string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if s := e.starts(t, blog); len(s) > already {
+		if s := e.Starts(t, blog); len(s) > already {
 			t.Fatalf("%s: a job of blog %d started: %v", why, blog, s[already:])
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// latestStart is the latest start among entries.
-func latestStart(entries []mpEntry) time.Time {
+// LatestStart is the latest start among entries.
+func LatestStart(entries []Call) time.Time {
 	var latest time.Time
 	for _, m := range entries {
 		if m.StartedAt.After(latest) {
@@ -270,14 +270,14 @@ func latestStart(entries []mpEntry) time.Time {
 	return latest
 }
 
-// checkDoneOnce checks that every enqueued job ran exactly once, on its first attempt, in a slot
+// CheckDoneOnce checks that every enqueued job ran exactly once, on its first attempt, in a slot
 // below slotsBelow[blog] (or below defaultSlots), ended ok and was recorded processed.
-func (e *mpEnv) checkDoneOnce(t *testing.T, enqueued mpEnqueued, slotsBelow map[int64]int, defaultSlots int) {
+func (e *World) CheckDoneOnce(t *testing.T, enqueued Enqueued, slotsBelow map[int64]int, defaultSlots int) {
 	t.Helper()
-	once := &mpErrors{t: t, what: "exactly once"}
-	defer once.done()
+	once := NewFailureLog(t, "exactly once")
+	defer once.Done()
 	calls := map[int64]int{}
-	for _, m := range e.ledger(t) {
+	for _, m := range e.Ledger(t) {
 		calls[m.JobID]++
 		want, ok := enqueued[m.JobID]
 		limit, set := slotsBelow[m.BlogID]
@@ -300,17 +300,17 @@ func (e *mpEnv) checkDoneOnce(t *testing.T, enqueued mpEnqueued, slotsBelow map[
 			once.Errorf("job %d: %d handler calls, want exactly 1", id, calls[id])
 		}
 	}
-	if n := e.count(t, "processed_at IS NOT NULL AND attempts_made = 1 AND failed_at IS NULL AND last_error IS NULL"); n != len(enqueued) {
+	if n := e.Count(t, "processed_at IS NOT NULL AND attempts_made = 1 AND failed_at IS NULL AND last_error IS NULL"); n != len(enqueued) {
 		once.Errorf("%d of %d rows processed on their first attempt without error", n, len(enqueued))
 	}
 }
 
-// checkConc checks every blog's final mp_conc row: nothing left running, never two handlers in one
+// CheckConc checks every blog's final mp_conc row: nothing left running, never two handlers in one
 // slot, and at most max[blog] (or defaultMax) at once. It returns the blogs' max_seen.
-func (e *mpEnv) checkConc(t *testing.T, max map[int64]int, defaultMax int) map[int64]int {
+func (e *World) CheckConc(t *testing.T, max map[int64]int, defaultMax int) map[int64]int {
 	t.Helper()
 	seen := map[int64]int{}
-	for blog, c := range e.conc(t) {
+	for blog, c := range e.Conc(t) {
 		limit, set := max[blog]
 		if !set {
 			limit = defaultMax
@@ -329,58 +329,13 @@ func (e *mpEnv) checkConc(t *testing.T, max map[int64]int, defaultMax int) map[i
 	return seen
 }
 
-// sumStats sums the stats the workers reported on their way out.
-func mpSumStats(t *testing.T, workers []*mpWorker) dispatcher.Stats {
-	t.Helper()
-	var sum dispatcher.Stats
-	for _, w := range workers {
-		st := w.Stats()
-		if st == nil {
-			t.Errorf("worker %s reported no stats on the way out", w.Name)
-			continue
-		}
-		sum.Claimed += st.Claimed
-		sum.Processed += st.Processed
-		sum.Released += st.Released
-		sum.Retried += st.Retried
-		sum.Failed += st.Failed
-		sum.StaleFinishes += st.StaleFinishes
-		sum.LeasesLost += st.LeasesLost
-		sum.ClaimsRefused += st.ClaimsRefused
-		sum.Rescued += st.Rescued
-		sum.Locks.Acquired += st.Locks.Acquired
-		sum.Locks.Taken += st.Locks.Taken
-		sum.Locks.Unavailable += st.Locks.Unavailable
-		sum.Locks.Extended += st.Locks.Extended
-		sum.Locks.ExtendFailed += st.Locks.ExtendFailed
-		sum.Locks.Released += st.Locks.Released
-		sum.Locks.ReleaseFailed += st.Locks.ReleaseFailed
-	}
-	return sum
-}
-
-// checkCleanStats fails t unless the summed stats show want jobs processed and nothing retried,
-// failed, lost, stale or rescued.
-func mpCheckCleanStats(t *testing.T, sum dispatcher.Stats, want int) {
-	t.Helper()
-	if sum.Processed != int64(want) || sum.Retried != 0 || sum.Failed != 0 || sum.StaleFinishes != 0 || sum.LeasesLost != 0 || sum.Rescued != 0 {
-		t.Errorf("workers' stats summed: %+v; want %d processed, no retry, failure, stale finish, lost lease or rescue", sum, want)
-	}
-}
-
-// mpStatsLine is the part of the summed stats a test reports.
-func mpStatsSummary(s dispatcher.Stats) string {
-	return fmt.Sprintf("claimed %d, processed %d, released %d, claims refused by the database %d, lock attempts refused by contention (Locks.Taken) %d, locks acquired %d, lock releases failed %d",
-		s.Claimed, s.Processed, s.Released, s.ClaimsRefused, s.Locks.Taken, s.Locks.Acquired, s.Locks.ReleaseFailed)
-}
-
-// checkFenceAfterRedisLoss shows what a Redis node restarted empty leaves: Redis alone now lets a
+// CheckFenceAfterRedisLoss shows what a Redis node restarted empty leaves: Redis alone now lets a
 // second holder take the execution lock of (blog, slot), which a running job holds, and the database
 // still refuses a second running row in that slot (the running-slots index, invariant I3).
-func (e *mpEnv) checkFenceAfterRedisLoss(t *testing.T, blog int64, slot int) {
+func (e *World) CheckFenceAfterRedisLoss(t *testing.T, blog int64, slot int) {
 	t.Helper()
 	ctx := context.Background()
-	clients, err := execlock.NewClients(e.addrs...)
+	clients, err := execlock.NewClients(e.Addrs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,24 +344,24 @@ func (e *mpEnv) checkFenceAfterRedisLoss(t *testing.T, blog int64, slot int) {
 			_ = c.Close()
 		}
 	}()
-	locker, err := execlock.New(&execlock.Config{Nodes: clients, Prefix: e.prefix, NodeName: "intruder"})
+	locker, err := execlock.New(&execlock.Config{Nodes: clients, Prefix: e.Prefix, NodeName: "intruder"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer locker.Close()
-	lk, err := locker.TryExec(ctx, mpKindName, mpKey(blog), slot)
+	lk, err := locker.TryExec(ctx, KeyedKind, KeyOf(blog), slot)
 	if err != nil {
 		t.Fatalf("after the restart, a second holder could not take slot %d of blog %d (%v): the scenario did not happen", slot, blog, err)
 	}
 	if err := lk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := e.db.Begin(ctx)
+	tx, err := e.DB.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `INSERT INTO `+mpKindName+` (blog_id, seq, started_at, lease_expires_at, lease_owner, lock_token, lock_slot, attempts_made)
+	_, err = tx.Exec(ctx, `INSERT INTO `+KeyedKind+` (blog_id, seq, started_at, lease_expires_at, lease_owner, lock_token, lock_slot, attempts_made)
 		VALUES ($1, 99, now(), now() + interval '1 minute', 'intruder', 1, $2, 1)`, blog, slot)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
