@@ -16,20 +16,20 @@ import (
 )
 
 // DefaultNodeTimeout is the dial, read, write and pool timeout that NewClient gives a lock node's
-// client when the options leave them unset. Half of the default CallTimeout, so that the one retry
+// client when the options leave them unset: half of DefaultCallTimeout, so that the one retry
 // NewClient allows still fits in a lock call.
 const DefaultNodeTimeout = 500 * time.Millisecond
 
 // ParseNode parses the address of one lock node: "host:port", or a URL "redis://[user:password@]
 // host[:port][/db]" ("rediss://" for TLS, "unix:///path" for a socket) with go-redis's query
-// parameters. It only parses: NewClient applies the lock settings to the options it returns, and a
-// field set here (from the URL's query, say read_timeout) is kept.
+// parameters. It only parses: NewClient applies the lock settings to the options it returns, and
+// keeps a field set here (from the URL's query, say read_timeout).
 func ParseNode(node string) (*redis.Options, error) {
 	node = strings.TrimSpace(node)
-	if node == "" {
+	switch {
+	case node == "":
 		return nil, fmt.Errorf("%w Redis node: empty address", ErrInvalid)
-	}
-	if strings.Contains(node, "://") {
+	case strings.Contains(node, "://"):
 		opts, err := redis.ParseURL(node)
 		if err != nil {
 			return nil, fmt.Errorf("%w Redis node URL: %w", ErrInvalid, err)
@@ -67,8 +67,22 @@ func ParseNode(node string) (*redis.Options, error) {
 func NewClient(opts *redis.Options) *redis.Client {
 	routeRedisLogs()
 	o := *opts
-	applyNodeDefaults(&o)
+	o.ContextTimeoutEnabled, o.DisableIdentity = true, true
+	for _, d := range []*time.Duration{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout} {
+		setIfZero(d, DefaultNodeTimeout)
+	}
+	setIfZero(&o.MaxRetries, 1)
+	setIfZero(&o.DialerRetries, 1)
+	setIfZero(&o.MaxRetryBackoff, 100*time.Millisecond)
+	setIfZero(&o.MaintNotificationsConfig, &maintnotifications.Config{Mode: maintnotifications.ModeDisabled})
 	return redis.NewClient(&o)
+}
+
+func setIfZero[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
 }
 
 // routeRedisLogs sets go-redis's process-wide logger once (see NewClient).
@@ -80,11 +94,7 @@ type slogRedisLogger struct{}
 
 // Printf logs one go-redis line.
 func (slogRedisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l := slog.Default()
-	if !l.Enabled(ctx, slog.LevelDebug) {
-		return
-	}
-	l.DebugContext(ctx, fmt.Sprintf(format, v...), "logger", "go-redis")
+	slog.Default().DebugContext(ctx, fmt.Sprintf(format, v...), "logger", "go-redis")
 }
 
 // NewClients parses each node (see ParseNode) and returns a NewClient client for each, in order.
@@ -99,28 +109,6 @@ func NewClients(nodes ...string) ([]*redis.Client, error) {
 		clients = append(clients, NewClient(opts))
 	}
 	return clients, nil
-}
-
-func applyNodeDefaults(o *redis.Options) {
-	o.ContextTimeoutEnabled = true
-	setIfZero(&o.DialTimeout, DefaultNodeTimeout)
-	setIfZero(&o.ReadTimeout, DefaultNodeTimeout)
-	setIfZero(&o.WriteTimeout, DefaultNodeTimeout)
-	setIfZero(&o.PoolTimeout, DefaultNodeTimeout)
-	setIfZero(&o.MaxRetries, 1)
-	setIfZero(&o.DialerRetries, 1)
-	setIfZero(&o.MaxRetryBackoff, 100*time.Millisecond)
-	if o.MaintNotificationsConfig == nil {
-		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	}
-	o.DisableIdentity = true
-}
-
-func setIfZero[T comparable](p *T, v T) {
-	var zero T
-	if *p == zero {
-		*p = v
-	}
 }
 
 func closeAll(clients []*redis.Client) error {

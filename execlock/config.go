@@ -37,9 +37,8 @@ type Config struct {
 	// another) that hold the locks: 1, 3 or 5 (any odd number is accepted). A lock is held when
 	// a majority of them, the quorum, hold it. Build them with NewClient or NewClients: each
 	// must have ContextTimeoutEnabled, or a stalled node could hold a call past its deadline.
-	// New adds a hook to each that runs the Locker's own commands to their deadline even when
-	// their call returned first, and keeps a lock's later commands on a node behind its acquire
-	// there (other commands pass unchanged). The Locker does not close them. Required.
+	// New adds a hook to each that changes only the Locker's own commands (see the package
+	// documentation). The Locker does not close them. Required.
 	Nodes []*redis.Client
 	// Prefix starts every lock key. Default DefaultPrefix ("jobpipe:lock:").
 	Prefix string
@@ -90,36 +89,7 @@ func (c Config) withDefaults() Config {
 
 // validate checks a Config that went through withDefaults.
 func (c Config) validate() error {
-	if err := validateNodes(c.Nodes); err != nil {
-		return err
-	}
-	if len(c.Prefix) > MaxNameLen {
-		return fmt.Errorf("%w Config.Prefix: %d bytes, at most %d", ErrInvalid, len(c.Prefix), MaxNameLen)
-	}
-	if len(c.NodeName) > MaxNameLen {
-		return fmt.Errorf("%w Config.NodeName: %d bytes, at most %d", ErrInvalid, len(c.NodeName), MaxNameLen)
-	}
-	for _, ttl := range []struct {
-		name string
-		d    time.Duration
-	}{{"ExecTTL", c.ExecTTL}, {"QueueTTL", c.QueueTTL}} {
-		if ttl.d < MinTTL {
-			return fmt.Errorf("%w Config.%s %v: want at least %v", ErrInvalid, ttl.name, ttl.d, MinTTL)
-		}
-	}
-	if c.CallTimeout <= 0 {
-		return fmt.Errorf("%w Config.CallTimeout %v: want a positive duration", ErrInvalid, c.CallTimeout)
-	}
-	if shortest := min(c.ExecTTL, c.QueueTTL); 2*c.CallTimeout >= shortest {
-		return fmt.Errorf("%w Config.CallTimeout %v: want less than half the shorter TTL (%v): "+
-			"a lock must stay valid well past the call that took or extended it",
-			ErrInvalid, c.CallTimeout, shortest)
-	}
-	return nil
-}
-
-func validateNodes(nodes []*redis.Client) error {
-	n := len(nodes)
+	n := len(c.Nodes)
 	switch {
 	case n == 0:
 		return fmt.Errorf("%w Config.Nodes: no Redis node; want 1, 3 or 5 independent nodes", ErrInvalid)
@@ -129,11 +99,11 @@ func validateNodes(nodes []*redis.Client) error {
 			ErrInvalid, n, n, n/2+1, n-1)
 	}
 	seen := make(map[string]int, n)
-	for i, c := range nodes {
-		if c == nil {
+	for i, node := range c.Nodes {
+		if node == nil {
 			return fmt.Errorf("%w Config.Nodes[%d]: nil client", ErrInvalid, i)
 		}
-		o := c.Options()
+		o := node.Options()
 		if !o.ContextTimeoutEnabled {
 			return fmt.Errorf("%w Config.Nodes[%d] (%s): ContextTimeoutEnabled is off, so a stalled node "+
 				"would block lock calls past their deadline; build the client with execlock.NewClient",
@@ -146,6 +116,22 @@ func validateNodes(nodes []*redis.Client) error {
 				"Redlock needs independent nodes", ErrInvalid, j, i, o.Addr)
 		}
 		seen[id] = i
+	}
+	switch {
+	case len(c.Prefix) > MaxNameLen:
+		return fmt.Errorf("%w Config.Prefix: %d bytes, at most %d", ErrInvalid, len(c.Prefix), MaxNameLen)
+	case len(c.NodeName) > MaxNameLen:
+		return fmt.Errorf("%w Config.NodeName: %d bytes, at most %d", ErrInvalid, len(c.NodeName), MaxNameLen)
+	case c.ExecTTL < MinTTL:
+		return fmt.Errorf("%w Config.ExecTTL %v: want at least %v", ErrInvalid, c.ExecTTL, MinTTL)
+	case c.QueueTTL < MinTTL:
+		return fmt.Errorf("%w Config.QueueTTL %v: want at least %v", ErrInvalid, c.QueueTTL, MinTTL)
+	case c.CallTimeout <= 0:
+		return fmt.Errorf("%w Config.CallTimeout %v: want a positive duration", ErrInvalid, c.CallTimeout)
+	case 2*c.CallTimeout >= min(c.ExecTTL, c.QueueTTL):
+		return fmt.Errorf("%w Config.CallTimeout %v: want less than half the shorter TTL (%v): "+
+			"a lock must stay valid well past the call that took or extended it",
+			ErrInvalid, c.CallTimeout, min(c.ExecTTL, c.QueueTTL))
 	}
 	return nil
 }

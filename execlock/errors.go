@@ -26,9 +26,9 @@ var (
 	ErrInvalid = errors.New("execlock: invalid")
 )
 
-// tally sorts the nodes an error of redsync names by their answer. redsync joins one error per node
-// that did not succeed (errors.Join), or, when a quorum refused, returns a *ErrTaken alone, possibly
-// before the other nodes answered (fail-fast).
+// tally sorts the nodes a redsync error names by their answer. redsync joins one error per node
+// that did not succeed, or, when a quorum refused, returns a *ErrTaken alone, possibly before the
+// other nodes answered (fail-fast).
 type tally struct {
 	taken   []int // the key holds another value (for an extension: or none)
 	failed  []int // no answer: I/O error, timeout, refused connection
@@ -36,12 +36,10 @@ type tally struct {
 	early   bool  // a *ErrTaken alone: the nodes it does not name may not have answered
 }
 
-func tallyOf(err error) tally {
-	var t tally
+func tallyOf(err error) (t tally) {
 	var taken *redsync.ErrTaken
 	if errors.As(err, &taken) {
-		t.taken, t.early = taken.Nodes, true
-		return t
+		return tally{taken: taken.Nodes, early: true}
 	}
 	var walk func(error)
 	walk = func(e error) {
@@ -65,8 +63,7 @@ func tallyOf(err error) tally {
 }
 
 // untaken returns the nodes out of n that t does not name as holding another value.
-func (t tally) untaken(n int) []int {
-	var nodes []int
+func (t tally) untaken(n int) (nodes []int) {
 	for i := range n {
 		if !slices.Contains(t.taken, i) {
 			nodes = append(nodes, i)

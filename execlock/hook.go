@@ -3,7 +3,6 @@ package execlock
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -24,16 +23,12 @@ func (l *Locker) callContext(ctx context.Context, track *lockTrack, acquire bool
 }
 
 // lockTrack follows a lock's acquire on each node: its commands there run one at a time, and the
-// lock's later calls wait for the first to end.
+// lock's later calls wait for the first to end. All but ended are guarded by the node's turn.
 type lockTrack struct {
-	turn []chan struct{} // capacity 1: held while a command of the acquire runs on the node
-	// last is the Done channel of the context of the acquire's last command started on the node
-	// (its round's); guarded by turn.
-	last []<-chan struct{}
-
-	mu       sync.Mutex
-	ended    []chan struct{} // closed once the acquire's first command on the node has ended
-	answered []bool
+	turn     []chan struct{}   // capacity 1: held while a command of the acquire runs on the node
+	last     []<-chan struct{} // Done of the context of the acquire's last command started on the node
+	ended    []chan struct{}   // closed once the acquire's first command on the node has ended
+	answered []bool            // set before ended is closed
 }
 
 func newLockTrack(nodes int) *lockTrack {
@@ -45,9 +40,8 @@ func newLockTrack(nodes int) *lockTrack {
 	return t
 }
 
+// end records the end of a command of the acquire on node; the caller holds the node's turn.
 func (t *lockTrack) end(node int, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	select {
 	case <-t.ended[node]:
 	default:
@@ -59,8 +53,6 @@ func (t *lockTrack) end(node int, err error) {
 // unsettled returns the nodes where the acquire's command has not been answered: it may still
 // run there, after any delete sent so far.
 func (t *lockTrack) unsettled() []int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	var nodes []int
 	for i, ch := range t.ended {
 		select {
@@ -76,16 +68,15 @@ func (t *lockTrack) unsettled() []int {
 }
 
 // callHook is the hook New adds to each node's client. redsync's fail-fast rounds return once a
-// quorum has answered, and an acquire then cancels its round's context, while the commands to
-// the other nodes are still on their way. callHook runs each command of the Locker's calls to
-// its deadline whatever the cancellation (go-redis would drop those not yet on a connection, and
-// a lock would stay on a bare quorum), and keeps a lock's commands on each node in order: sent on
-// other connections, a delete could otherwise overtake the SET NX it follows, find nothing, and
-// the SET NX landing after it would leave a lock nobody holds. An acquire's commands on a node run
-// one at a time, and one whose context had ended before it reached the client is dropped if a
-// command of another context (a later round: the clean-up of a failed attempt) has started there;
-// the lock's later calls wait for the acquire's first command on the node to end. Other commands
-// pass unchanged.
+// quorum has answered, and an acquire then cancels its round's context while the commands to the
+// other nodes are still on their way. callHook runs each command of the Locker's calls to its
+// deadline whatever the cancellation (go-redis would drop those not yet on a connection, and a
+// lock would stay on a bare quorum), and keeps a lock's commands on each node in order: sent on
+// other connections, a delete could overtake the SET NX it follows, find nothing, and leave the
+// SET NX to land after it, a lock nobody holds. So an acquire's commands on a node run one at a
+// time; one whose context ended before it reached the client is dropped once a command of a later
+// round (the clean-up of a failed attempt) has started there; and the lock's later calls wait for
+// the acquire's first command on the node to end. Other commands pass unchanged.
 type callHook struct {
 	locker *Locker
 	node   int
@@ -111,26 +102,27 @@ func (h callHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		unmarked := context.WithValue(context.WithoutCancel(ctx), markKey{}, (*callMark)(nil))
 		detached, cancel := context.WithDeadline(unmarked, deadline)
 		defer cancel()
-		if t := m.track; m.acquire {
-			abandoned := ctx.Err()
+		t := m.track
+		if !m.acquire {
 			select {
-			case t.turn[h.node] <- struct{}{}:
+			case <-t.ended[h.node]:
 			case <-detached.Done():
-				return detached.Err()
 			}
-			defer func() { <-t.turn[h.node] }()
-			if last := t.last[h.node]; abandoned != nil && last != nil && last != ctx.Done() {
-				return abandoned
-			}
-			t.last[h.node] = ctx.Done()
-			err := next(detached, cmd)
-			t.end(h.node, err)
-			return err
+			return next(detached, cmd)
 		}
+		abandoned := ctx.Err()
 		select {
-		case <-m.track.ended[h.node]:
+		case t.turn[h.node] <- struct{}{}:
 		case <-detached.Done():
+			return detached.Err()
 		}
-		return next(detached, cmd)
+		defer func() { <-t.turn[h.node] }()
+		if last := t.last[h.node]; abandoned != nil && last != nil && last != ctx.Done() {
+			return abandoned
+		}
+		t.last[h.node] = ctx.Done()
+		err := next(detached, cmd)
+		t.end(h.node, err)
+		return err
 	}
 }

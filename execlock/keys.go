@@ -16,22 +16,21 @@ const (
 	execLock  lockType = "x:"
 )
 
-func (t lockType) String() string {
-	if t == queueLock {
-		return "queue"
-	}
-	return "exec"
-}
-
 // hashedKeyPrefix marks a key value replaced by its SHA-256. A key value that itself starts with it
 // is hashed too, so that no literal key value can name the lock of a hashed one.
 const hashedKeyPrefix = "sha256:"
 
-// keyBase returns the lock key of (typ, kind, key) without its slot:
-// prefix + typ + kind + ":" + keyPart(key) + ":". The slot number follows.
+// keyBase returns the lock key of (typ, kind, key) up to its slot number. The kind ends at the
+// first ':' after the type, so it cannot contain one; the key value may contain any byte, since it
+// ends at the last ':' (the slot is a number).
 func keyBase(prefix string, typ lockType, kind, key string) (string, error) {
-	if err := validateKind(kind); err != nil {
-		return "", err
+	switch {
+	case kind == "":
+		return "", fmt.Errorf("%w kind: empty", ErrInvalid)
+	case len(kind) > MaxNameLen:
+		return "", fmt.Errorf("%w kind: %d bytes, at most %d", ErrInvalid, len(kind), MaxNameLen)
+	case strings.ContainsRune(kind, ':'):
+		return "", fmt.Errorf("%w kind %q: contains ':', the lock key separator", ErrInvalid, kind)
 	}
 	return prefix + string(typ) + kind + ":" + keyPart(key) + ":", nil
 }
@@ -48,25 +47,10 @@ func lockKey(prefix string, typ lockType, kind, key string, slot int) (string, e
 	return base + strconv.Itoa(slot), nil
 }
 
-// validateKind rejects a kind that would make lock keys ambiguous or unbounded. The kind is the
-// segment before the first ':' after the type, so it cannot contain one; the key value may contain
-// any byte, since it ends at the last ':' (the slot is a number).
-func validateKind(kind string) error {
-	switch {
-	case kind == "":
-		return fmt.Errorf("%w kind: empty", ErrInvalid)
-	case len(kind) > MaxNameLen:
-		return fmt.Errorf("%w kind: %d bytes, at most %d", ErrInvalid, len(kind), MaxNameLen)
-	case strings.ContainsRune(kind, ':'):
-		return fmt.Errorf("%w kind %q: contains ':', the lock key separator", ErrInvalid, kind)
-	}
-	return nil
-}
-
 // keyPart returns the key value as it appears in a lock key: the value itself when it is at most
 // MaxKeyLen bytes and does not start with "sha256:", otherwise "sha256:" and its SHA-256 in hex
-// (71 bytes). The mapping is injective (up to SHA-256 collisions): a literal value never starts
-// with the hashed prefix.
+// (71 bytes). No literal value starts with the hashed prefix, so the mapping is injective (up to
+// SHA-256 collisions).
 func keyPart(key string) string {
 	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, hashedKeyPrefix) {
 		return key

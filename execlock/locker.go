@@ -9,7 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
@@ -17,16 +17,14 @@ import (
 )
 
 // Locker takes queue and execution locks on a quorum of Redis nodes. It is safe for concurrent
-// use; the Locks it returns are each safe for concurrent use too.
+// use, and so are the Locks it returns.
 type Locker struct {
 	cfg     Config
 	rs      *redsync.Redsync
-	quorum  int
 	janitor *janitor
-	stats   counters
-	// queueOpts and execOpts are the redsync Mutex options of each lock type, made once: a
-	// Mutex is made per lock call.
-	queueOpts, execOpts []redsync.Option
+	stats   struct {
+		acquired, taken, unavailable, extended, extendFailed, released, releaseFailed atomic.Uint64
+	}
 }
 
 // New returns a Locker for cfg, after applying defaults and validating it. Errors wrap
@@ -41,27 +39,14 @@ func New(cfg *Config) (*Locker, error) {
 		return nil, err
 	}
 	c.Nodes = slices.Clone(c.Nodes) // the caller may reuse its slice
-	l := &Locker{cfg: c, quorum: len(c.Nodes)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout)}
+	l := &Locker{cfg: c, janitor: newJanitor(c.Nodes, c.CallTimeout)}
 	pools := make([]rsredis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
 		n.AddHook(callHook{locker: l, node: i})
 		pools[i] = goredis.NewPool(n)
 	}
 	l.rs = redsync.New(pools...)
-	l.queueOpts, l.execOpts = l.mutexOptions(c.QueueTTL), l.mutexOptions(c.ExecTTL)
 	return l, nil
-}
-
-// mutexOptions returns the options of a redsync Mutex whose lock lives ttl. Pools are not
-// shuffled (WithShufflePools): the node numbers in redsync's errors must be Config.Nodes indexes.
-func (l *Locker) mutexOptions(ttl time.Duration) []redsync.Option {
-	return []redsync.Option{
-		redsync.WithExpiry(ttl),
-		redsync.WithTries(1),
-		redsync.WithFailFast(true),
-		// redsync bounds each round of an acquire by expiry × timeout factor: make it CallTimeout.
-		redsync.WithTimeoutFactor(float64(l.cfg.CallTimeout) / float64(ttl)),
-	}
 }
 
 // Close stops the Locker's janitor: the compare-and-deletes still waiting for a node that does
@@ -72,7 +57,7 @@ func (l *Locker) mutexOptions(ttl time.Duration) []redsync.Option {
 func (l *Locker) Close() { l.janitor.close() }
 
 // Quorum returns how many nodes must agree for a lock to be held: a majority of Config.Nodes.
-func (l *Locker) Quorum() int { return l.quorum }
+func (l *Locker) Quorum() int { return len(l.cfg.Nodes)/2 + 1 }
 
 // TryQueue makes one attempt at the queue lock of (kind, key, slot), which a dispatcher holds
 // while it hands a job to a worker. It returns an error wrapping ErrTaken when another holder
@@ -147,74 +132,52 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("execlock: acquire %s: %w", name, err)
 	}
-	value, err := l.newValue()
-	if err != nil {
-		return nil, err
+	// The node name and 128 random bits: a key found in Redis tells who holds it, and no two
+	// holders ever share a value.
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("execlock: random lock value: %w", err)
 	}
-	ttl, opts := l.cfg.ExecTTL, l.execOpts
+	value := l.cfg.NodeName + ":" + base64.RawURLEncoding.EncodeToString(b[:])
+	ttl := l.cfg.ExecTTL
 	if typ == queueLock {
-		ttl, opts = l.cfg.QueueTTL, l.queueOpts
+		ttl = l.cfg.QueueTTL
 	}
-	m := l.rs.NewMutex(name, append(slices.Clip(opts),
-		redsync.WithGenValueFunc(func() (string, error) { return value, nil }))...)
-	// The whole call, including redsync's clean-up round after a failed attempt.
+	// TryLockContext makes one attempt, each of whose rounds redsync bounds by expiry × timeout
+	// factor: CallTimeout. Pools are not shuffled (WithShufflePools), so that the node numbers in
+	// redsync's errors are Config.Nodes indexes.
+	m := l.rs.NewMutex(name, redsync.WithExpiry(ttl), redsync.WithFailFast(true),
+		redsync.WithTimeoutFactor(float64(l.cfg.CallTimeout)/float64(ttl)),
+		redsync.WithGenValueFunc(func() (string, error) { return value, nil }))
 	track := newLockTrack(len(l.cfg.Nodes))
-	callCtx, cancel := l.callContext(ctx, track, true)
+	callCtx, cancel := l.callContext(ctx, track, true) // also covers redsync's clean-up round
 	defer cancel()
-	if err := m.TryLockContext(callCtx); err != nil {
-		// redsync's clean-up round does not say where it deleted, and its delete can pass the
-		// attempt's own SET NX on a stalled node: the janitor deletes our value wherever the
-		// attempt may have left it, once the call's commands have ended.
-		deadline, _ := callCtx.Deadline()
-		l.janitor.add(tallyOf(err).untaken(len(l.cfg.Nodes)), name, value, deadline)
-		return nil, l.acquireError(ctx, name, err)
+	err = m.TryLockContext(callCtx)
+	if err == nil {
+		l.stats.acquired.Add(1)
+		k := &Lock{locker: l, slot: slot, m: m, track: track}
+		k.until.Store(new(m.Until()))
+		return k, nil
 	}
-	l.stats.acquired.Add(1)
-	return newLock(l, m, track, typ, slot, ttl), nil
-}
-
-// acquireError translates redsync's answer to a failed attempt.
-func (l *Locker) acquireError(ctx context.Context, name string, err error) error {
+	// redsync's clean-up round does not say where it deleted, and its delete can pass the
+	// attempt's own SET NX on a stalled node: the janitor deletes our value wherever the attempt
+	// may have left it, once the call's commands have ended.
+	deadline, _ := callCtx.Deadline()
+	l.janitor.add(tallyOf(err).untaken(len(l.cfg.Nodes)), name, value, deadline)
 	var taken *redsync.ErrTaken
-	if errors.As(err, &taken) {
+	switch {
+	case errors.As(err, &taken):
 		l.stats.taken.Add(1)
-		return fmt.Errorf("%w: %s: %w", ErrTaken, name, err)
-	}
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("execlock: acquire %s: %w", name, cerr)
+		return nil, fmt.Errorf("%w: %s: %w", ErrTaken, name, err)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("execlock: acquire %s: %w", name, ctx.Err())
 	}
 	l.stats.unavailable.Add(1)
 	if errors.Is(err, redsync.ErrFailed) {
 		// A quorum answered, but too late for the lock to be valid when the call returned.
-		return fmt.Errorf("%w: acquire %s: quorum reached too slowly: %w", ErrUnavailable, name, err)
+		return nil, fmt.Errorf("%w: acquire %s: quorum reached too slowly: %w", ErrUnavailable, name, err)
 	}
-	return fmt.Errorf("%w: acquire %s: %w", ErrUnavailable, name, err)
-}
-
-// newValue returns a lock value: the node name and 128 random bits, so that a key found in Redis
-// tells who holds it and no two holders ever share a value.
-func (l *Locker) newValue() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("execlock: random lock value: %w", err)
-	}
-	return l.cfg.NodeName + ":" + base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
-// Ping checks that a quorum of nodes answers PING within CallTimeout. It returns nil, or an error
-// wrapping ErrUnavailable and every failing node's error.
-func (l *Locker) Ping(ctx context.Context) error {
-	var failed []error
-	for i, err := range l.PingNodes(ctx) {
-		if err != nil {
-			failed = append(failed, fmt.Errorf("node #%d (%s): %w", i, l.cfg.Nodes[i].Options().Addr, err))
-		}
-	}
-	if len(l.cfg.Nodes)-len(failed) < l.quorum {
-		return fmt.Errorf("%w: %d of %d nodes answered, quorum is %d: %w",
-			ErrUnavailable, len(l.cfg.Nodes)-len(failed), len(l.cfg.Nodes), l.quorum, errors.Join(failed...))
-	}
-	return nil
+	return nil, fmt.Errorf("%w: acquire %s: %w", ErrUnavailable, name, err)
 }
 
 // PingNodes sends PING to every node at once and returns each node's answer, in Config.Nodes
@@ -230,4 +193,27 @@ func (l *Locker) PingNodes(ctx context.Context) []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// Stats counts a Locker's lock calls since it was created, for metrics. Every field only grows.
+// "Failed lock attempts" are Taken + Unavailable.
+type Stats struct {
+	Acquired uint64 // attempts that got their lock
+	// Taken counts attempts refused because another holder had the lock (contention). A
+	// TryExecSlot or TryQueueSlot call adds one per slot it found taken.
+	Taken         uint64
+	Unavailable   uint64 // attempts that failed because a quorum of nodes did not answer in time
+	Extended      uint64 // successful extensions
+	ExtendFailed  uint64 // extensions that returned ErrLost
+	Released      uint64 // locks released on a quorum
+	ReleaseFailed uint64 // releases that found the lock lost or the nodes unavailable
+}
+
+// Stats returns a snapshot of the Locker's counters. Attempts ended by their context, and
+// invalid arguments, are not counted.
+func (l *Locker) Stats() Stats {
+	c := &l.stats
+	return Stats{Acquired: c.acquired.Load(), Taken: c.taken.Load(), Unavailable: c.unavailable.Load(),
+		Extended: c.extended.Load(), ExtendFailed: c.extendFailed.Load(), Released: c.released.Load(),
+		ReleaseFailed: c.releaseFailed.Load()}
 }
