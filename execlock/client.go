@@ -15,15 +15,13 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// DefaultNodeTimeout is the dial, read, write and pool timeout that NewClient gives a lock node's
-// client when the options leave them unset: half of DefaultCallTimeout, so that the one retry
-// NewClient allows still fits in a lock call.
+// DefaultNodeTimeout is NewClient's dial, read, write and pool timeout: half of
+// DefaultCallTimeout, so that the one retry it allows still fits in a lock call.
 const DefaultNodeTimeout = 500 * time.Millisecond
 
 // ParseNode parses the address of one lock node: "host:port", or a URL "redis://[user:password@]
 // host[:port][/db]" ("rediss://" for TLS, "unix:///path" for a socket) with go-redis's query
-// parameters. It only parses: NewClient applies the lock settings to the options it returns, and
-// keeps a field set here (from the URL's query, say read_timeout).
+// parameters, whose settings NewClient keeps.
 func ParseNode(node string) (*redis.Options, error) {
 	node = strings.TrimSpace(node)
 	switch {
@@ -46,24 +44,18 @@ func ParseNode(node string) (*redis.Options, error) {
 	return &redis.Options{Addr: node}, nil
 }
 
-// NewClient returns a client for one lock node, built from a copy of opts (not modified) with the
-// settings a lock call needs; a value set in opts (other than ContextTimeoutEnabled) is kept:
+// NewClient returns a client for one lock node, built from a copy of opts with what lock calls
+// need where opts leaves it unset: DefaultNodeTimeout as dial, read, write and pool timeout;
+// MaxRetries and DialerRetries 1, since a quorum of other nodes already masks a failing one (the
+// retry covers a pooled connection to a restarted node); no maintenance notifications and no
+// CLIENT SETINFO, for fewer round trips when a node comes back. ContextTimeoutEnabled is always
+// on: without it go-redis ignores a context's deadline on socket I/O, and one stalled node would
+// stall every lock call. The caller closes the client.
 //
-//   - ContextTimeoutEnabled, always: without it go-redis ignores the context's deadline on socket
-//     I/O and waits out ReadTimeout, so one stalled node would stall every lock call.
-//   - DialTimeout, ReadTimeout, WriteTimeout and PoolTimeout: DefaultNodeTimeout where unset.
-//   - MaxRetries 1 and DialerRetries 1 where unset (go-redis's defaults are 3 and 5): a quorum of
-//     other nodes already masks a failing one, and retries would only eat into Config.CallTimeout.
-//     The one retry covers a pooled connection that died with a restarted node.
-//   - Maintenance notifications (a Redis Enterprise feature) and the CLIENT SETINFO handshake off:
-//     fewer round trips per new connection, which matters when a node comes back.
-//
-// The caller closes the client, after the last lock call. go-redis has one logger for the whole
-// process, which prints a line to stderr for every failed dial; the first NewClient of the process
-// routes it (redis.SetLogger) to slog.Default() at Debug level, with the attribute
-// logger=go-redis, since jobpipe's dispatcher reports the lock nodes that do not answer itself. An
-// application that wants go-redis's lines elsewhere calls redis.SetLogger after its first
-// NewClient.
+// The first NewClient of the process routes go-redis's process-wide logger, which prints a line
+// for every failed dial, to slog.Default() at Debug level with logger=go-redis, since jobpipe's
+// dispatcher reports the nodes that do not answer itself; call redis.SetLogger after it to route
+// them elsewhere.
 func NewClient(opts *redis.Options) *redis.Client {
 	routeRedisLogs()
 	o := *opts
@@ -88,8 +80,8 @@ func setIfZero[T comparable](p *T, v T) {
 // routeRedisLogs sets go-redis's process-wide logger once (see NewClient).
 var routeRedisLogs = sync.OnceFunc(func() { redis.SetLogger(slogRedisLogger{}) })
 
-// slogRedisLogger passes go-redis's log lines to slog.Default() at Debug level. It looks the default
-// logger up for each line, so that one set later applies.
+// slogRedisLogger passes go-redis's lines to slog.Default(), looked up for each line so that a
+// default logger set later applies.
 type slogRedisLogger struct{}
 
 // Printf logs one go-redis line.

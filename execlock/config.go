@@ -1,6 +1,7 @@
 package execlock
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"time"
@@ -10,7 +11,7 @@ import (
 	"github.com/jobpipe/jobpipe/internal/keyslots"
 )
 
-// Defaults of Config, exported for documentation and tests.
+// Defaults of Config.
 const (
 	DefaultPrefix      = "jobpipe:lock:"
 	DefaultExecTTL     = 30 * time.Second
@@ -25,7 +26,7 @@ const (
 	// MaxNameLen bounds Prefix, NodeName and a kind, in bytes.
 	MaxNameLen = 128
 	// MaxKeyLen is the longest key value used as is in a lock key, in bytes; a longer one is
-	// replaced by its SHA-256 (see the package documentation).
+	// replaced by its SHA-256.
 	MaxKeyLen = 128
 	// MaxLimit is the largest running limit (number of slots) of one key.
 	MaxLimit = keyslots.Max
@@ -33,18 +34,15 @@ const (
 
 // Config configures a Locker. Zero fields take the defaults stated on each.
 type Config struct {
-	// Nodes are the clients of the independent Redis nodes (not a cluster, not replicas of one
-	// another) that hold the locks: 1, 3 or 5 (any odd number is accepted). A lock is held when
-	// a majority of them, the quorum, hold it. Build them with NewClient or NewClients: each
-	// must have ContextTimeoutEnabled, or a stalled node could hold a call past its deadline.
-	// New adds a hook to each that changes only the Locker's own commands (see the package
-	// documentation). The Locker does not close them. Required.
+	// Nodes are the clients of the independent Redis nodes (not a cluster, not replicas) that
+	// hold the locks: 1, 3 or 5 (any odd number); a lock is held on a majority, the quorum. Build
+	// them with NewClient or NewClients (New requires ContextTimeoutEnabled). New adds a hook to
+	// each that changes only the Locker's own commands; it does not close them. Required.
 	Nodes []*redis.Client
 	// Prefix starts every lock key. Default DefaultPrefix ("jobpipe:lock:").
 	Prefix string
-	// ExecTTL is how long an execution lock lives without an extension. A worker that dies
-	// blocks its key's slot this long at most; heartbeats extend it (by default every
-	// ExecTTL/3). Default DefaultExecTTL (30 s).
+	// ExecTTL is how long an execution lock lives without an extension: at most this long, a
+	// worker that died blocks its key's slot. Default DefaultExecTTL (30 s).
 	ExecTTL time.Duration
 	// QueueTTL is how long a queue lock lives: it covers the hand-off from dispatcher to worker
 	// only. Default DefaultQueueTTL (10 s).
@@ -52,38 +50,24 @@ type Config struct {
 	// NodeName names this process in lock values ("<NodeName>:<random>"), so that a held key in
 	// Redis tells who holds it. Default "<hostname>:<pid>".
 	NodeName string
-	// CallTimeout bounds each lock call: an acquire attempt, an extension, a release. With healthy
-	// nodes a call takes a round trip; the timeout only matters when nodes are down or stalled.
-	// Commands a call leaves running (to the nodes its quorum did not need) end by the same
-	// deadline. It must be under half the shorter TTL. Default DefaultCallTimeout (1 s), or a
-	// quarter of the shorter TTL when that is less.
+	// CallTimeout bounds each lock call (an acquire attempt, an extension, a release) when nodes
+	// are down or stalled, and the commands it leaves running on the nodes its quorum did not
+	// need. It must be under half the shorter TTL. Default DefaultCallTimeout (1 s), or a quarter
+	// of the shorter TTL when that is less.
 	CallTimeout time.Duration
 }
 
 // withDefaults returns a copy of c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
-	}
-	if c.ExecTTL == 0 {
-		c.ExecTTL = DefaultExecTTL
-	}
-	if c.QueueTTL == 0 {
-		c.QueueTTL = DefaultQueueTTL
-	}
+	setIfZero(&c.Prefix, DefaultPrefix)
+	setIfZero(&c.ExecTTL, DefaultExecTTL)
+	setIfZero(&c.QueueTTL, DefaultQueueTTL)
 	if c.NodeName == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "unknown"
-		}
-		c.NodeName = fmt.Sprintf("%s:%d", host, os.Getpid())
-		if len(c.NodeName) > MaxNameLen {
-			c.NodeName = c.NodeName[len(c.NodeName)-MaxNameLen:]
-		}
+		host, _ := os.Hostname() // "" on error
+		name := fmt.Sprintf("%s:%d", cmp.Or(host, "unknown"), os.Getpid())
+		c.NodeName = name[max(0, len(name)-MaxNameLen):]
 	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = min(DefaultCallTimeout, min(c.ExecTTL, c.QueueTTL)/4)
-	}
+	setIfZero(&c.CallTimeout, min(DefaultCallTimeout, min(c.ExecTTL, c.QueueTTL)/4))
 	return c
 }
 

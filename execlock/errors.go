@@ -26,9 +26,8 @@ var (
 	ErrInvalid = errors.New("execlock: invalid")
 )
 
-// tally sorts the nodes a redsync error names by their answer. redsync joins one error per node
-// that did not succeed, or, when a quorum refused, returns a *ErrTaken alone, possibly before the
-// other nodes answered (fail-fast).
+// tally sorts the nodes a redsync error names by their answer: redsync joins one error per node
+// that did not succeed, or returns a *ErrTaken alone once a quorum refused (fail-fast).
 type tally struct {
 	taken   []int // the key holds another value (for an extension: or none)
 	failed  []int // no answer: I/O error, timeout, refused connection

@@ -30,20 +30,20 @@ type pendingDelete struct {
 	answered    bool // the node answered once: the next send is the confirmation
 }
 
-// janitor sends the Locker's compare-and-delete where a lock call may have left its value (see the
-// package documentation): first once the call's commands have ended (its deadline), then every
-// interval until the node answers, then once more a tick later.
+// janitor sends the Locker's compare-and-delete where a lock call may have left its value: first
+// once the call's commands have ended (its deadline), then every interval until the node answers,
+// then once more a tick later, since a stalled node that resumes runs what was written to it
+// meanwhile in no set order, so an old SET NX can land after the first delete.
 type janitor struct {
 	nodes    []*redis.Client
 	interval time.Duration // between retries; also each send's timeout
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
-	mu      sync.Mutex
-	pending []pendingDelete
-	out     int  // deletes being sent
-	running bool // a goroutine runs loop
-	closed  bool
+	mu              sync.Mutex
+	pending         []pendingDelete
+	out             int // deletes being sent
+	running, closed bool
 }
 
 func newJanitor(nodes []*redis.Client, interval time.Duration) *janitor {
@@ -65,11 +65,11 @@ func (j *janitor) add(nodes []int, key, value string, due time.Time) {
 	}
 }
 
-// tick is the janitor's step, and how long after its first answer a delete is confirmed: a
-// resumed node reads what was written to it while stopped within a few turns of its event loop.
+// tick is the janitor's step and the confirmation's delay: a resumed node reads what was written
+// to it while stopped within a few turns of its event loop.
 func (j *janitor) tick() time.Duration { return max(j.interval/4, 20*time.Millisecond) }
 
-// loop sends the deletes that are due, each tick, until none is pending or the janitor is closed.
+// loop sends the deletes that are due each tick, until none is pending or the janitor is closed.
 func (j *janitor) loop() {
 	t := time.NewTicker(j.tick())
 	defer t.Stop()
@@ -107,8 +107,8 @@ func (j *janitor) loop() {
 	}
 }
 
-// send runs ds on one node, in one pipeline, and puts back the deletes left: those without an
-// answer, due again in an interval, and the confirmation of each first answer, due in a tick.
+// send runs ds on one node in one pipeline, and puts back those without an answer, due again in an
+// interval, and the confirmation of each first answer, due in a tick.
 func (j *janitor) send(node int, ds []pendingDelete) {
 	ctx, cancel := context.WithTimeout(context.Background(), j.interval)
 	defer cancel()
@@ -151,8 +151,7 @@ func (j *janitor) close() {
 	j.wg.Wait()
 }
 
-// pendingCount returns how many deletes wait for their node or their confirmation, or are being
-// sent.
+// pendingCount returns how many deletes are pending or being sent.
 func (j *janitor) pendingCount() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -20,7 +20,7 @@ type Lock struct {
 
 	mu       sync.Mutex // serialises calls on m: a redsync Mutex is not safe for concurrent use
 	m        *redsync.Mutex
-	track    *lockTrack
+	track    lockTrack
 	lost     error // set once the lock is known to be lost for good; Extend then returns it
 	released bool
 }
@@ -38,11 +38,10 @@ func (k *Lock) Slot() int { return k.slot }
 // 0 for a lock from TryExec or TryQueue.
 func (k *Lock) FailedAttempts() int { return k.failed }
 
-// Until returns the end of the lock's validity as this process reckons it: the time the call
-// that took or last extended the lock started, plus the TTL, minus the call's duration and a
-// clock drift allowance (1% of the TTL). Past it, another holder may take the lock. Until is
-// not a guarantee before it either: a Redis node that restarts empty forgets the lock (see the
-// package documentation). After Release it returns the zero time.
+// Until returns the end of the lock's validity as this process reckons it (the start of the call
+// that took or last extended it, plus the TTL, minus the call's duration and a 1% clock drift
+// allowance), or the zero time after Release. Past it another holder may take the lock; before
+// it, too, if nodes restart empty (see the package documentation).
 func (k *Lock) Until() time.Time {
 	if u := k.until.Load(); u != nil {
 		return *u
@@ -50,16 +49,12 @@ func (k *Lock) Until() time.Time {
 	return time.Time{}
 }
 
-// Extend resets the lock's TTL on a quorum of nodes and moves Until forward. It only extends a
-// lock whose value it finds on a node; it never takes the lock again where it lapsed.
-//
-// It returns nil; or an error wrapping ErrLost when the lock could not be extended: its
-// validity ended (Until passed), or a quorum of nodes no longer holds its value (expired or
-// taken by another; lost for good, every later Extend returns the same error at once), or
-// nodes failed to answer (the error also wraps ErrUnavailable and the nodes' errors; the lock
-// may still be valid until Until, and a later Extend may succeed). A job must stop when its
-// execution lock is lost. Extend returns ErrReleased after Release, and the context's error
-// when ctx ended. Each call takes at most Config.CallTimeout.
+// Extend resets the lock's TTL on a quorum of nodes and moves Until forward; it never takes the
+// lock again where it lapsed. Its error wraps ErrLost when the lock could not be extended: Until
+// passed, or a quorum no longer holds its value (lost for good: every later Extend returns the same
+// error), or nodes did not answer (it also wraps ErrUnavailable; a later Extend may succeed). A job
+// must stop when its execution lock is lost. Extend returns ErrReleased after Release, and ctx's
+// error when ctx ended; it takes at most Config.CallTimeout.
 func (k *Lock) Extend(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -92,8 +87,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 	var taken *redsync.ErrTaken
 	switch {
 	case errors.As(err, &taken):
-		// A quorum holds another value, or none; ours does not come back there, since Extend
-		// never sets a key.
+		// A quorum holds another value or none, and Extend never sets a key.
 		k.lost = fmt.Errorf("%w: %s: not held on %d of %d nodes any more (expired, or taken by another): %w",
 			ErrLost, k.Key(), len(taken.Nodes), len(k.locker.cfg.Nodes), err)
 	case err == nil, errors.Is(err, redsync.ErrExtendFailed):
@@ -105,15 +99,11 @@ func (k *Lock) Extend(ctx context.Context) error {
 	return k.lost
 }
 
-// Release deletes the lock on every node that still holds its value. It runs even when ctx is
-// cancelled (a cancelled job must still free its key), bounded by Config.CallTimeout once an
-// Extend in progress has returned. A second Release does nothing.
-//
-// It returns nil when the lock was released on a quorum; an error wrapping ErrLost when the lock
-// was no longer held (expired or taken by another): nothing to undo, and no reason to fail a job
-// that otherwise succeeded; or an error wrapping ErrUnavailable when nodes did not answer. Deletes
-// that did not reach their node are retried in the background until it answers (see Close), and
-// the lock expires by itself within its TTL in any case.
+// Release deletes the lock on every node that still holds its value, even when ctx is cancelled
+// (a cancelled job must still free its key), within Config.CallTimeout once an Extend under way
+// has returned; a second Release does nothing. Its error wraps ErrLost when the lock was no longer
+// held (nothing to undo), or ErrUnavailable when nodes did not answer; deletes that did not
+// reach their node are retried in the background (see Close), and the lock expires by its TTL.
 func (k *Lock) Release(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -125,8 +115,8 @@ func (k *Lock) Release(ctx context.Context) error {
 	callCtx, cancel := k.locker.callContext(context.WithoutCancel(ctx), k.track, false)
 	defer cancel()
 	ok, err := k.m.UnlockContext(callCtx)
-	// The janitor deletes the value where the acquire's SET NX has not been answered (it may run
-	// after the release's delete) and where the release did not answer or was not waited for.
+	// The janitor deletes the value where the acquire's SET NX has not been answered (it may land
+	// after this delete) and where the release did not answer or was not waited for.
 	unknown, t := k.track.unsettled(), tallyOf(err)
 	switch {
 	case !ok && t.early:

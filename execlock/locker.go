@@ -3,11 +3,15 @@ package execlock
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -27,9 +31,8 @@ type Locker struct {
 	}
 }
 
-// New returns a Locker for cfg, after applying defaults and validating it. Errors wrap
-// ErrInvalid. The Locker does not take ownership of cfg.Nodes; it adds a hook to each client that
-// changes nothing for commands other than its own (see Config.Nodes).
+// New returns a Locker for cfg, after applying defaults and validating it; errors wrap ErrInvalid.
+// It adds a hook to each of cfg.Nodes (see Config.Nodes).
 func New(cfg *Config) (*Locker, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: nil Config", ErrInvalid)
@@ -49,43 +52,38 @@ func New(cfg *Config) (*Locker, error) {
 	return l, nil
 }
 
-// Close stops the Locker's janitor: the compare-and-deletes still waiting for a node that does
-// not answer, or for their confirmation (see the package documentation), which otherwise go on
-// until the node answers, for at most 10 minutes, or until the clients are closed. Locks keep
-// working after Close, but what a failed call leaves behind then expires by its TTL. Call it after
-// the last lock call, before closing the clients; a second Close does nothing.
+// Close stops the Locker's janitor, which otherwise retries its deletes until their node answers,
+// for at most 10 minutes, or until the clients are closed; what a call leaves behind after Close
+// expires by its TTL. Call it after the last lock call, before closing the clients; a second Close
+// does nothing.
 func (l *Locker) Close() { l.janitor.close() }
 
 // Quorum returns how many nodes must agree for a lock to be held: a majority of Config.Nodes.
 func (l *Locker) Quorum() int { return len(l.cfg.Nodes)/2 + 1 }
 
 // TryQueue makes one attempt at the queue lock of (kind, key, slot), which a dispatcher holds
-// while it hands a job to a worker. It returns an error wrapping ErrTaken when another holder
-// has it, ErrUnavailable when a quorum of nodes did not answer in time, the context's error when
-// ctx ended, or ErrInvalid for a bad kind or slot. It never waits for a busy lock: one attempt.
+// while it hands a job to a worker. Its error wraps ErrTaken when another holder has the lock,
+// ErrUnavailable when a quorum of nodes did not answer in time, ctx's error, or ErrInvalid.
 func (l *Locker) TryQueue(ctx context.Context, kind, key string, slot int) (*Lock, error) {
 	return l.try(ctx, queueLock, kind, key, slot)
 }
 
 // TryExec makes one attempt at the execution lock of (kind, key, slot), which a worker holds
-// while the job runs; it lives Config.ExecTTL unless extended. Errors are as for TryQueue.
+// while the job runs. Errors are as for TryQueue.
 func (l *Locker) TryExec(ctx context.Context, kind, key string, slot int) (*Lock, error) {
 	return l.try(ctx, execLock, kind, key, slot)
 }
 
-// TryQueueSlot takes the queue lock of one free slot of (kind, key) among slots 0 to limit-1:
-// see TryExecSlot.
+// TryQueueSlot is TryExecSlot for a queue lock.
 func (l *Locker) TryQueueSlot(ctx context.Context, kind, key string, limit int, busy ...int) (*Lock, error) {
 	return l.trySlot(ctx, queueLock, kind, key, limit, busy)
 }
 
-// TryExecSlot takes the execution lock of one free slot of (kind, key) among slots 0 to limit-1,
-// where limit is the key's running limit (1 to MaxLimit). It tries the slots in a random order,
-// one attempt each, and returns the first lock it gets; Lock.Slot tells which, and
-// Lock.FailedAttempts how many slots it found taken first. Slots listed in busy (for example the
-// slots of the key's running rows in the database) are not tried. When every slot is taken the
-// error wraps ErrTaken; the first ErrUnavailable or context error ends the search, since the
-// other slots live on the same nodes.
+// TryExecSlot takes the execution lock of a free slot of (kind, key) among slots 0 to limit-1
+// (limit is 1 to MaxLimit). It tries them in a random order, but for those listed in busy, and
+// returns the first it gets: Lock.Slot tells which, Lock.FailedAttempts how many it found taken
+// first. When all are taken the error wraps ErrTaken; the first ErrUnavailable or context error
+// ends the search, since every slot lives on the same nodes.
 func (l *Locker) TryExecSlot(ctx context.Context, kind, key string, limit int, busy ...int) (*Lock, error) {
 	return l.trySlot(ctx, execLock, kind, key, limit, busy)
 }
@@ -132,9 +130,7 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("execlock: acquire %s: %w", name, err)
 	}
-	// The node name and 128 random bits: a key found in Redis tells who holds it, and no two
-	// holders ever share a value.
-	var b [16]byte
+	var b [16]byte // no two holders share a value
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("execlock: random lock value: %w", err)
 	}
@@ -143,9 +139,8 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	if typ == queueLock {
 		ttl = l.cfg.QueueTTL
 	}
-	// TryLockContext makes one attempt, each of whose rounds redsync bounds by expiry × timeout
-	// factor: CallTimeout. Pools are not shuffled (WithShufflePools), so that the node numbers in
-	// redsync's errors are Config.Nodes indexes.
+	// redsync bounds each round of an attempt by expiry × timeout factor: CallTimeout. Pools are
+	// not shuffled (WithShufflePools): the node numbers in redsync's errors are Config.Nodes indexes.
 	m := l.rs.NewMutex(name, redsync.WithExpiry(ttl), redsync.WithFailFast(true),
 		redsync.WithTimeoutFactor(float64(l.cfg.CallTimeout)/float64(ttl)),
 		redsync.WithGenValueFunc(func() (string, error) { return value, nil }))
@@ -180,9 +175,56 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	return nil, fmt.Errorf("%w: acquire %s: %w", ErrUnavailable, name, err)
 }
 
-// PingNodes sends PING to every node at once and returns each node's answer, in Config.Nodes
-// order: nil when it answered, else its error. The whole call takes at most CallTimeout, or until
-// ctx ends if that is sooner.
+// lockType tells a queue lock from an execution lock; its value is the key's type segment.
+type lockType string
+
+const (
+	queueLock lockType = "q:"
+	execLock  lockType = "x:"
+)
+
+// hashedKeyPrefix marks a key value replaced by its SHA-256.
+const hashedKeyPrefix = "sha256:"
+
+// keyBase returns the lock key of (typ, kind, key) up to its slot number. The kind ends at the
+// first ':' after the type, so it cannot contain one; the key value may contain any byte, since it
+// ends at the last ':' (the slot is a number).
+func keyBase(prefix string, typ lockType, kind, key string) (string, error) {
+	switch {
+	case kind == "":
+		return "", fmt.Errorf("%w kind: empty", ErrInvalid)
+	case len(kind) > MaxNameLen:
+		return "", fmt.Errorf("%w kind: %d bytes, at most %d", ErrInvalid, len(kind), MaxNameLen)
+	case strings.ContainsRune(kind, ':'):
+		return "", fmt.Errorf("%w kind %q: contains ':', the lock key separator", ErrInvalid, kind)
+	}
+	return prefix + string(typ) + kind + ":" + keyPart(key) + ":", nil
+}
+
+// lockKey returns the full lock key of one slot.
+func lockKey(prefix string, typ lockType, kind, key string, slot int) (string, error) {
+	if slot < 0 || slot >= MaxLimit {
+		return "", fmt.Errorf("%w slot %d: want 0 to %d", ErrInvalid, slot, MaxLimit-1)
+	}
+	base, err := keyBase(prefix, typ, kind, key)
+	if err != nil {
+		return "", err
+	}
+	return base + strconv.Itoa(slot), nil
+}
+
+// keyPart returns the key value as it appears in a lock key: itself, or hashed when it is longer
+// than MaxKeyLen or starts with hashedKeyPrefix, so that no literal value names a hashed one's lock.
+func keyPart(key string) string {
+	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, hashedKeyPrefix) {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hashedKeyPrefix + hex.EncodeToString(sum[:])
+}
+
+// PingNodes sends PING to every node at once and returns each node's error (nil when it answered)
+// in Config.Nodes order, within CallTimeout or until ctx ends.
 func (l *Locker) PingNodes(ctx context.Context) []error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
 	defer cancel()
