@@ -52,10 +52,9 @@ func New(cfg *Config) (*Locker, error) {
 	return l, nil
 }
 
-// Close stops the Locker's janitor, which otherwise retries its deletes until their node answers,
-// for at most 10 minutes, or until the clients are closed; what a call leaves behind after Close
-// expires by its TTL. Call it after the last lock call, before closing the clients; a second Close
-// does nothing.
+// Close stops the Locker's janitor, which otherwise retries its deletes until their node answers
+// (for at most 10 minutes) or the clients are closed; leftovers then expire by their TTL. Call it
+// after the last lock call and before closing the clients; a second Close does nothing.
 func (l *Locker) Close() { l.janitor.close() }
 
 // Quorum returns how many nodes must agree for a lock to be held: a majority of Config.Nodes.
@@ -80,10 +79,9 @@ func (l *Locker) TryQueueSlot(ctx context.Context, kind, key string, limit int, 
 }
 
 // TryExecSlot takes the execution lock of a free slot of (kind, key) among slots 0 to limit-1
-// (limit is 1 to MaxLimit). It tries them in a random order, but for those listed in busy, and
-// returns the first it gets: Lock.Slot tells which, Lock.FailedAttempts how many it found taken
-// first. When all are taken the error wraps ErrTaken; the first ErrUnavailable or context error
-// ends the search, since every slot lives on the same nodes.
+// (limit is 1 to MaxLimit), tried in a random order but for those in busy: Lock.Slot tells which,
+// Lock.FailedAttempts how many it found taken first. When all are taken the error wraps ErrTaken;
+// an ErrUnavailable or context error ends the search, since every slot lives on the same nodes.
 func (l *Locker) TryExecSlot(ctx context.Context, kind, key string, limit int, busy ...int) (*Lock, error) {
 	return l.trySlot(ctx, execLock, kind, key, limit, busy)
 }
@@ -187,8 +185,7 @@ const (
 const hashedKeyPrefix = "sha256:"
 
 // keyBase returns the lock key of (typ, kind, key) up to its slot number. The kind ends at the
-// first ':' after the type, so it cannot contain one; the key value may contain any byte, since it
-// ends at the last ':' (the slot is a number).
+// first ':', the key value (any bytes) at the last.
 func keyBase(prefix string, typ lockType, kind, key string) (string, error) {
 	switch {
 	case kind == "":
@@ -237,13 +234,11 @@ func (l *Locker) PingNodes(ctx context.Context) []error {
 	return errs
 }
 
-// Stats counts a Locker's lock calls since it was created, for metrics. Every field only grows.
-// "Failed lock attempts" are Taken + Unavailable.
+// Stats counts a Locker's lock calls since it was created, for metrics; failed attempts are Taken
+// plus Unavailable. Attempts ended by their context, and invalid arguments, are not counted.
 type Stats struct {
-	Acquired uint64 // attempts that got their lock
-	// Taken counts attempts refused because another holder had the lock (contention). A
-	// TryExecSlot or TryQueueSlot call adds one per slot it found taken.
-	Taken         uint64
+	Acquired      uint64 // attempts that got their lock
+	Taken         uint64 // attempts refused by another holder, one per slot a slot search found taken
 	Unavailable   uint64 // attempts that failed because a quorum of nodes did not answer in time
 	Extended      uint64 // successful extensions
 	ExtendFailed  uint64 // extensions that returned ErrLost
@@ -251,8 +246,7 @@ type Stats struct {
 	ReleaseFailed uint64 // releases that found the lock lost or the nodes unavailable
 }
 
-// Stats returns a snapshot of the Locker's counters. Attempts ended by their context, and
-// invalid arguments, are not counted.
+// Stats returns a snapshot of the Locker's counters.
 func (l *Locker) Stats() Stats {
 	c := &l.stats
 	return Stats{Acquired: c.acquired.Load(), Taken: c.taken.Load(), Unavailable: c.unavailable.Load(),
