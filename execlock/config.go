@@ -3,7 +3,6 @@ package execlock
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -202,24 +201,19 @@ func (slogRedisLogger) Printf(ctx context.Context, format string, v ...any) {
 	slog.Default().DebugContext(ctx, fmt.Sprintf(format, v...), "logger", "go-redis")
 }
 
-// NewClients parses each node (see ParseNode) and returns a NewClient client for each, in order.
-// On error it closes the clients it made and returns none.
+// NewClients parses each node (see ParseNode) and returns a NewClient client for each, in order;
+// none when a node does not parse.
 func NewClients(nodes ...string) ([]*redis.Client, error) {
-	clients := make([]*redis.Client, 0, len(nodes))
-	for _, n := range nodes {
-		opts, err := ParseNode(n)
-		if err != nil {
-			return nil, errors.Join(err, closeAll(clients))
+	opts := make([]*redis.Options, len(nodes))
+	for i, n := range nodes {
+		var err error
+		if opts[i], err = ParseNode(n); err != nil {
+			return nil, err
 		}
-		clients = append(clients, NewClient(opts))
+	}
+	clients := make([]*redis.Client, len(opts))
+	for i, o := range opts {
+		clients[i] = NewClient(o)
 	}
 	return clients, nil
-}
-
-func closeAll(clients []*redis.Client) error {
-	var errs []error
-	for _, c := range clients {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
 }

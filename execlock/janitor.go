@@ -56,7 +56,8 @@ func (j *janitor) add(nodes []int, key, value string, due time.Time) {
 	defer j.mu.Unlock()
 	for i, n := range nodes {
 		if !j.closed && len(j.pending) < maxPendingDeletes && !slices.Contains(nodes[:i], n) {
-			j.pending = append(j.pending, pendingDelete{node: n, key: key, value: value, due: due, giveUp: due.Add(janitorHorizon)})
+			j.pending = append(j.pending, pendingDelete{node: n, key: key, value: value,
+				due: due, giveUp: due.Add(janitorHorizon)})
 		}
 	}
 	if len(j.pending) > 0 && !j.running {
