@@ -156,8 +156,6 @@ func TestLockConcurrentUse(t *testing.T) {
 	lk := mustLock(t)(l.TryExec(ctx, "pay", "order-2", 0))
 
 	var wg sync.WaitGroup
-	keepAlive := make(chan error, 1)
-	wg.Go(func() { keepAlive <- lk.KeepAlive(ctx, time.Millisecond) })
 	for range 8 {
 		wg.Go(func() {
 			for range 20 {
@@ -174,55 +172,5 @@ func TestLockConcurrentUse(t *testing.T) {
 		t.Errorf("Release: %v", err)
 	}
 	wg.Wait()
-	if err := <-keepAlive; err != nil {
-		t.Errorf("KeepAlive after Release = %v, want nil", err)
-	}
 	waitGone(t, b, lk.Key(), 2*time.Second)
-}
-
-func TestKeepAlive(t *testing.T) {
-	t.Parallel()
-	// CallTimeout well above the default quarter of the TTL: a loaded test machine can take
-	// hundreds of milliseconds to answer.
-	const ttl = 900 * time.Millisecond
-	b := setup(t, 3, func(c *Config) { c.ExecTTL, c.CallTimeout = ttl, 400*time.Millisecond })
-	l, ctx := b.locker, context.Background()
-
-	t.Run("holds past the TTL until cancelled", func(t *testing.T) {
-		lk := mustLock(t)(l.TryExec(ctx, "pay", "order-3", 0))
-		hbCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- lk.KeepAlive(hbCtx, 0) }() // every ttl/3
-		time.Sleep(2 * ttl)
-		if got := b.holders(t, lk.Key(), lk.Value()); got != 3 {
-			t.Errorf("after 2 TTLs of heartbeats the lock is on %d nodes, want 3", got)
-		}
-		if !lk.Until().After(time.Now()) {
-			t.Errorf("Until() = %v, want in the future", lk.Until())
-		}
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("KeepAlive after cancel = %v, want nil", err)
-		}
-		if err := lk.Release(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-
-	t.Run("reports a loss", func(t *testing.T) {
-		lk := mustLock(t)(l.TryExec(ctx, "pay", "order-4", 0))
-		waitHolders(t, b, lk, 3)
-		done := make(chan error, 1)
-		go func() { done <- lk.KeepAlive(ctx, 20*time.Millisecond) }()
-		for _, c := range b.clients {
-			c.Del(ctx, lk.Key())
-		}
-		select {
-		case err := <-done:
-			wantErr(t, "KeepAlive", err, ErrLost)
-		case <-time.After(time.Second):
-			t.Fatal("KeepAlive did not report the loss within 1s")
-		}
-		wantErr(t, "Release", lk.Release(ctx), ErrLost)
-	})
 }

@@ -1,16 +1,24 @@
 package execlock
 
 import (
+	"cmp"
+	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/jobpipe/jobpipe/internal/keyslots"
 )
 
-// Defaults of Config, exported for documentation and tests.
+// Defaults of Config.
 const (
 	DefaultPrefix      = "jobpipe:lock:"
 	DefaultExecTTL     = 30 * time.Second
@@ -25,7 +33,7 @@ const (
 	// MaxNameLen bounds Prefix, NodeName and a kind, in bytes.
 	MaxNameLen = 128
 	// MaxKeyLen is the longest key value used as is in a lock key, in bytes; a longer one is
-	// replaced by its SHA-256 (see the package documentation).
+	// replaced by its SHA-256.
 	MaxKeyLen = 128
 	// MaxLimit is the largest running limit (number of slots) of one key.
 	MaxLimit = keyslots.Max
@@ -33,19 +41,15 @@ const (
 
 // Config configures a Locker. Zero fields take the defaults stated on each.
 type Config struct {
-	// Nodes are the clients of the independent Redis nodes (not a cluster, not replicas of one
-	// another) that hold the locks: 1, 3 or 5 (any odd number is accepted). A lock is held when
-	// a majority of them, the quorum, hold it. Build them with NewClient or NewClients: each
-	// must have ContextTimeoutEnabled, or a stalled node could hold a call past its deadline.
-	// New adds a hook to each that runs the Locker's own commands to their deadline even when
-	// their call returned first, and keeps a lock's later commands on a node behind its acquire
-	// there (other commands pass unchanged). The Locker does not close them. Required.
+	// Nodes are the clients of the independent Redis nodes (not a cluster, not replicas) that
+	// hold the locks: 1, 3 or 5 (any odd number); a lock is held on a majority, the quorum. Build
+	// them with NewClient or NewClients (New requires ContextTimeoutEnabled). New adds a hook to
+	// each that changes only the Locker's own commands; it does not close them. Required.
 	Nodes []*redis.Client
 	// Prefix starts every lock key. Default DefaultPrefix ("jobpipe:lock:").
 	Prefix string
-	// ExecTTL is how long an execution lock lives without an extension. A worker that dies
-	// blocks its key's slot this long at most; heartbeats extend it (by default every
-	// ExecTTL/3). Default DefaultExecTTL (30 s).
+	// ExecTTL is how long an execution lock lives without an extension: at most this long, a
+	// worker that died blocks its key's slot. Default DefaultExecTTL (30 s).
 	ExecTTL time.Duration
 	// QueueTTL is how long a queue lock lives: it covers the hand-off from dispatcher to worker
 	// only. Default DefaultQueueTTL (10 s).
@@ -53,73 +57,30 @@ type Config struct {
 	// NodeName names this process in lock values ("<NodeName>:<random>"), so that a held key in
 	// Redis tells who holds it. Default "<hostname>:<pid>".
 	NodeName string
-	// CallTimeout bounds each lock call: an acquire attempt, an extension, a release. With healthy
-	// nodes a call takes a round trip; the timeout only matters when nodes are down or stalled.
-	// Commands a call leaves running (to the nodes its quorum did not need) end by the same
-	// deadline. It must be under half the shorter TTL. Default DefaultCallTimeout (1 s), or a
-	// quarter of the shorter TTL when that is less.
+	// CallTimeout bounds each lock call (an acquire attempt, an extension, a release) when nodes
+	// are down or stalled, and the commands it leaves running on the nodes its quorum did not
+	// need. It must be under half the shorter TTL. Default DefaultCallTimeout (1 s), or a quarter
+	// of the shorter TTL when that is less.
 	CallTimeout time.Duration
 }
 
 // withDefaults returns a copy of c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
-	}
-	if c.ExecTTL == 0 {
-		c.ExecTTL = DefaultExecTTL
-	}
-	if c.QueueTTL == 0 {
-		c.QueueTTL = DefaultQueueTTL
-	}
+	setIfZero(&c.Prefix, DefaultPrefix)
+	setIfZero(&c.ExecTTL, DefaultExecTTL)
+	setIfZero(&c.QueueTTL, DefaultQueueTTL)
 	if c.NodeName == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "unknown"
-		}
-		c.NodeName = fmt.Sprintf("%s:%d", host, os.Getpid())
-		if len(c.NodeName) > MaxNameLen {
-			c.NodeName = c.NodeName[len(c.NodeName)-MaxNameLen:]
-		}
+		host, _ := os.Hostname() // "" on error
+		name := fmt.Sprintf("%s:%d", cmp.Or(host, "unknown"), os.Getpid())
+		c.NodeName = name[max(0, len(name)-MaxNameLen):]
 	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = min(DefaultCallTimeout, min(c.ExecTTL, c.QueueTTL)/4)
-	}
+	setIfZero(&c.CallTimeout, min(DefaultCallTimeout, min(c.ExecTTL, c.QueueTTL)/4))
 	return c
 }
 
 // validate checks a Config that went through withDefaults.
 func (c Config) validate() error {
-	if err := validateNodes(c.Nodes); err != nil {
-		return err
-	}
-	if len(c.Prefix) > MaxNameLen {
-		return fmt.Errorf("%w Config.Prefix: %d bytes, at most %d", ErrInvalid, len(c.Prefix), MaxNameLen)
-	}
-	if len(c.NodeName) > MaxNameLen {
-		return fmt.Errorf("%w Config.NodeName: %d bytes, at most %d", ErrInvalid, len(c.NodeName), MaxNameLen)
-	}
-	for _, ttl := range []struct {
-		name string
-		d    time.Duration
-	}{{"ExecTTL", c.ExecTTL}, {"QueueTTL", c.QueueTTL}} {
-		if ttl.d < MinTTL {
-			return fmt.Errorf("%w Config.%s %v: want at least %v", ErrInvalid, ttl.name, ttl.d, MinTTL)
-		}
-	}
-	if c.CallTimeout <= 0 {
-		return fmt.Errorf("%w Config.CallTimeout %v: want a positive duration", ErrInvalid, c.CallTimeout)
-	}
-	if shortest := min(c.ExecTTL, c.QueueTTL); 2*c.CallTimeout >= shortest {
-		return fmt.Errorf("%w Config.CallTimeout %v: want less than half the shorter TTL (%v): "+
-			"a lock must stay valid well past the call that took or extended it",
-			ErrInvalid, c.CallTimeout, shortest)
-	}
-	return nil
-}
-
-func validateNodes(nodes []*redis.Client) error {
-	n := len(nodes)
+	n := len(c.Nodes)
 	switch {
 	case n == 0:
 		return fmt.Errorf("%w Config.Nodes: no Redis node; want 1, 3 or 5 independent nodes", ErrInvalid)
@@ -129,11 +90,11 @@ func validateNodes(nodes []*redis.Client) error {
 			ErrInvalid, n, n, n/2+1, n-1)
 	}
 	seen := make(map[string]int, n)
-	for i, c := range nodes {
-		if c == nil {
+	for i, node := range c.Nodes {
+		if node == nil {
 			return fmt.Errorf("%w Config.Nodes[%d]: nil client", ErrInvalid, i)
 		}
-		o := c.Options()
+		o := node.Options()
 		if !o.ContextTimeoutEnabled {
 			return fmt.Errorf("%w Config.Nodes[%d] (%s): ContextTimeoutEnabled is off, so a stalled node "+
 				"would block lock calls past their deadline; build the client with execlock.NewClient",
@@ -147,5 +108,112 @@ func validateNodes(nodes []*redis.Client) error {
 		}
 		seen[id] = i
 	}
+	switch {
+	case len(c.Prefix) > MaxNameLen:
+		return fmt.Errorf("%w Config.Prefix: %d bytes, at most %d", ErrInvalid, len(c.Prefix), MaxNameLen)
+	case len(c.NodeName) > MaxNameLen:
+		return fmt.Errorf("%w Config.NodeName: %d bytes, at most %d", ErrInvalid, len(c.NodeName), MaxNameLen)
+	case c.ExecTTL < MinTTL:
+		return fmt.Errorf("%w Config.ExecTTL %v: want at least %v", ErrInvalid, c.ExecTTL, MinTTL)
+	case c.QueueTTL < MinTTL:
+		return fmt.Errorf("%w Config.QueueTTL %v: want at least %v", ErrInvalid, c.QueueTTL, MinTTL)
+	case c.CallTimeout <= 0:
+		return fmt.Errorf("%w Config.CallTimeout %v: want a positive duration", ErrInvalid, c.CallTimeout)
+	case 2*c.CallTimeout >= min(c.ExecTTL, c.QueueTTL):
+		return fmt.Errorf("%w Config.CallTimeout %v: want less than half the shorter TTL (%v): "+
+			"a lock must stay valid well past the call that took or extended it",
+			ErrInvalid, c.CallTimeout, min(c.ExecTTL, c.QueueTTL))
+	}
 	return nil
+}
+
+// DefaultNodeTimeout is NewClient's dial, read, write and pool timeout: half of
+// DefaultCallTimeout, so that the one retry it allows still fits in a lock call.
+const DefaultNodeTimeout = 500 * time.Millisecond
+
+// ParseNode parses the address of one lock node: "host:port", or a URL "redis://[user:password@]
+// host[:port][/db]" ("rediss://" for TLS, "unix:///path" for a socket) with go-redis's query
+// parameters, whose settings NewClient keeps.
+func ParseNode(node string) (*redis.Options, error) {
+	node = strings.TrimSpace(node)
+	switch {
+	case node == "":
+		return nil, fmt.Errorf("%w Redis node: empty address", ErrInvalid)
+	case strings.Contains(node, "://"):
+		opts, err := redis.ParseURL(node)
+		if err != nil {
+			return nil, fmt.Errorf("%w Redis node URL: %w", ErrInvalid, err)
+		}
+		return opts, nil
+	}
+	host, port, err := net.SplitHostPort(node)
+	if err != nil {
+		return nil, fmt.Errorf("%w Redis node %q: want host:port or redis://host:port[/db]: %w", ErrInvalid, node, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || host == "" {
+		return nil, fmt.Errorf("%w Redis node %q: want host:port with a port number from 1 to 65535", ErrInvalid, node)
+	}
+	return &redis.Options{Addr: node}, nil
+}
+
+// NewClient returns a client for one lock node, built from a copy of opts with what lock calls
+// need where opts leaves it unset: DefaultNodeTimeout as dial, read, write and pool timeout;
+// MaxRetries and DialerRetries 1, since a quorum of other nodes already masks a failing one (the
+// retry covers a pooled connection to a restarted node); no maintenance notifications and no
+// CLIENT SETINFO, for fewer round trips when a node comes back. ContextTimeoutEnabled is always
+// on: without it go-redis ignores a context's deadline on socket I/O, and one stalled node would
+// stall every lock call. The caller closes the client.
+//
+// The first NewClient of the process routes go-redis's process-wide logger, which prints a line
+// for every failed dial, to slog.Default() at Debug level with logger=go-redis, since jobpipe's
+// dispatcher reports the nodes that do not answer itself; call redis.SetLogger after it to route
+// them elsewhere.
+func NewClient(opts *redis.Options) *redis.Client {
+	routeRedisLogs()
+	o := *opts
+	o.ContextTimeoutEnabled, o.DisableIdentity = true, true
+	for _, d := range []*time.Duration{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout} {
+		setIfZero(d, DefaultNodeTimeout)
+	}
+	setIfZero(&o.MaxRetries, 1)
+	setIfZero(&o.DialerRetries, 1)
+	setIfZero(&o.MaxRetryBackoff, 100*time.Millisecond)
+	setIfZero(&o.MaintNotificationsConfig, &maintnotifications.Config{Mode: maintnotifications.ModeDisabled})
+	return redis.NewClient(&o)
+}
+
+func setIfZero[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// routeRedisLogs sets go-redis's process-wide logger once (see NewClient).
+var routeRedisLogs = sync.OnceFunc(func() { redis.SetLogger(slogRedisLogger{}) })
+
+// slogRedisLogger passes go-redis's lines to slog.Default(), looked up for each line so that a
+// default logger set later applies.
+type slogRedisLogger struct{}
+
+// Printf logs one go-redis line.
+func (slogRedisLogger) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().DebugContext(ctx, fmt.Sprintf(format, v...), "logger", "go-redis")
+}
+
+// NewClients parses each node (see ParseNode) and returns a NewClient client for each, in order;
+// none when a node does not parse.
+func NewClients(nodes ...string) ([]*redis.Client, error) {
+	opts := make([]*redis.Options, len(nodes))
+	for i, n := range nodes {
+		var err error
+		if opts[i], err = ParseNode(n); err != nil {
+			return nil, err
+		}
+	}
+	clients := make([]*redis.Client, len(opts))
+	for i, o := range opts {
+		clients[i] = NewClient(o)
+	}
+	return clients, nil
 }

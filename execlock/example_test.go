@@ -65,13 +65,8 @@ func Example() {
 	fmt.Println("second attempt:", err)
 	fmt.Println("taken:", errors.Is(err, execlock.ErrTaken))
 
-	// Heartbeats while the handler runs (every ExecTTL/3); a failure would mean: stop the job.
-	hbCtx, stopHeartbeat := context.WithCancel(ctx)
-	heartbeat := make(chan error, 1)
-	go func() { heartbeat <- x.KeepAlive(hbCtx, 0) }()
-	// ... the handler runs ...
-	stopHeartbeat()
-	fmt.Println("heartbeat:", <-heartbeat)
+	// Heartbeats while the handler runs (every ExecTTL/3, say); ErrLost would mean: stop the job.
+	fmt.Println("heartbeat:", x.Extend(ctx))
 	fmt.Println("release:", x.Release(ctx))
 
 	// Output:

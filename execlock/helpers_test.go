@@ -118,3 +118,12 @@ func waitHolders(t *testing.T, b *bundle, lk *Lock, want int) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// closeAll closes clients and returns their errors.
+func closeAll(clients []*redis.Client) error {
+	var errs []error
+	for _, c := range clients {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -3,7 +3,6 @@ package execlock
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -14,58 +13,42 @@ type markKey struct{}
 // callMark tells callHook which call of which lock a command belongs to.
 type callMark struct {
 	locker  *Locker
-	track   *lockTrack
+	track   lockTrack
 	acquire bool // the lock's acquire, not a later extension or release
 }
 
 // callContext bounds a call on the lock that track follows by CallTimeout, and marks its commands.
-func (l *Locker) callContext(ctx context.Context, track *lockTrack, acquire bool) (context.Context, context.CancelFunc) {
+func (l *Locker) callContext(ctx context.Context, track lockTrack, acquire bool) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithValue(ctx, markKey{}, &callMark{l, track, acquire}), l.cfg.CallTimeout)
 }
 
-// lockTrack follows a lock's acquire on each node: its commands there run one at a time, and the
-// lock's later calls wait for the first to end.
-type lockTrack struct {
-	turn []chan struct{} // capacity 1: held while a command of the acquire runs on the node
-	// last is the Done channel of the context of the acquire's last command started on the node
-	// (its round's); guarded by turn.
-	last []<-chan struct{}
+// lockTrack follows a lock's acquire on each node (see callHook).
+type lockTrack []nodeTrack
 
-	mu       sync.Mutex
-	ended    []chan struct{} // closed once the acquire's first command on the node has ended
-	answered []bool
+// nodeTrack follows the acquire on one node; turn guards all but ended.
+type nodeTrack struct {
+	turn     chan struct{}   // capacity 1: held while a command of the acquire runs on the node
+	last     <-chan struct{} // Done of the context of the acquire's last command started there
+	ended    chan struct{}   // closed once the acquire's first command there has ended
+	answered bool            // that command was answered; set before ended is closed
 }
 
-func newLockTrack(nodes int) *lockTrack {
-	t := &lockTrack{turn: make([]chan struct{}, nodes), last: make([]<-chan struct{}, nodes),
-		ended: make([]chan struct{}, nodes), answered: make([]bool, nodes)}
-	for i := range nodes {
-		t.turn[i], t.ended[i] = make(chan struct{}, 1), make(chan struct{})
+func newLockTrack(nodes int) lockTrack {
+	t := make(lockTrack, nodes)
+	for i := range t {
+		t[i] = nodeTrack{turn: make(chan struct{}, 1), ended: make(chan struct{})}
 	}
 	return t
 }
 
-func (t *lockTrack) end(node int, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	select {
-	case <-t.ended[node]:
-	default:
-		t.answered[node] = err == nil || errors.Is(err, redis.Nil)
-		close(t.ended[node])
-	}
-}
-
 // unsettled returns the nodes where the acquire's command has not been answered: it may still
 // run there, after any delete sent so far.
-func (t *lockTrack) unsettled() []int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+func (t lockTrack) unsettled() []int {
 	var nodes []int
-	for i, ch := range t.ended {
+	for i := range t {
 		select {
-		case <-ch:
-			if t.answered[i] {
+		case <-t[i].ended:
+			if t[i].answered {
 				continue
 			}
 		default:
@@ -75,17 +58,14 @@ func (t *lockTrack) unsettled() []int {
 	return nodes
 }
 
-// callHook is the hook New adds to each node's client. redsync's fail-fast rounds return once a
-// quorum has answered, and an acquire then cancels its round's context, while the commands to
-// the other nodes are still on their way. callHook runs each command of the Locker's calls to
-// its deadline whatever the cancellation (go-redis would drop those not yet on a connection, and
-// a lock would stay on a bare quorum), and keeps a lock's commands on each node in order: sent on
-// other connections, a delete could otherwise overtake the SET NX it follows, find nothing, and
-// the SET NX landing after it would leave a lock nobody holds. An acquire's commands on a node run
-// one at a time, and one whose context had ended before it reached the client is dropped if a
-// command of another context (a later round: the clean-up of a failed attempt) has started there;
-// the lock's later calls wait for the acquire's first command on the node to end. Other commands
-// pass unchanged.
+// callHook is the hook New adds to each node's client; commands other than its Locker's pass
+// unchanged. redsync's fail-fast returns once a quorum has answered and cancels the round's
+// context, and go-redis would then drop the commands not yet on a connection, leaving the lock on
+// a bare quorum: callHook runs each to its deadline. It also keeps a lock's commands on each node
+// in order, since a delete sent on another connection could overtake the SET NX it follows and
+// leave a lock nobody holds: an acquire's commands on a node run one at a time, one whose round
+// ended before it got here is dropped once a later round (a failed attempt's clean-up) has started
+// there, and the lock's later calls wait for the acquire's first command there to end.
 type callHook struct {
 	locker *Locker
 	node   int
@@ -111,26 +91,32 @@ func (h callHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		unmarked := context.WithValue(context.WithoutCancel(ctx), markKey{}, (*callMark)(nil))
 		detached, cancel := context.WithDeadline(unmarked, deadline)
 		defer cancel()
-		if t := m.track; m.acquire {
-			abandoned := ctx.Err()
+		n := &m.track[h.node]
+		if !m.acquire {
 			select {
-			case t.turn[h.node] <- struct{}{}:
+			case <-n.ended:
 			case <-detached.Done():
-				return detached.Err()
 			}
-			defer func() { <-t.turn[h.node] }()
-			if last := t.last[h.node]; abandoned != nil && last != nil && last != ctx.Done() {
-				return abandoned
-			}
-			t.last[h.node] = ctx.Done()
-			err := next(detached, cmd)
-			t.end(h.node, err)
-			return err
+			return next(detached, cmd)
 		}
+		abandoned := ctx.Err()
 		select {
-		case <-m.track.ended[h.node]:
+		case n.turn <- struct{}{}:
 		case <-detached.Done():
+			return detached.Err()
 		}
-		return next(detached, cmd)
+		defer func() { <-n.turn }()
+		if abandoned != nil && n.last != nil && n.last != ctx.Done() {
+			return abandoned
+		}
+		n.last = ctx.Done()
+		err := next(detached, cmd)
+		select {
+		case <-n.ended:
+		default:
+			n.answered = err == nil || errors.Is(err, redis.Nil)
+			close(n.ended)
+		}
+		return err
 	}
 }

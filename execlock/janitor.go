@@ -10,43 +10,40 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// deleteScript is the Locker's own compare-and-delete: it removes a key only while it holds the
-// given value, so it never touches another holder's lock. It is sent whole (EVAL), since a node
-// that restarted empty has no script cache.
+// deleteScript is the Locker's own compare-and-delete, so that it never touches another holder's
+// lock. It is sent whole (EVAL), since a node that restarted empty has no script cache.
 const deleteScript = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`
 
 const (
-	// janitorHorizon bounds how long a delete is retried: a node away for longer leaves its
-	// leftovers to expire by their TTL.
+	// janitorHorizon bounds how long a delete is retried; past it, leftovers expire by their TTL.
 	janitorHorizon = 10 * time.Minute
-	// maxPendingDeletes bounds the janitor's memory during a long outage; further deletes are
-	// dropped and their keys expire by their TTL.
+	// maxPendingDeletes bounds the janitor's memory during a long outage; the deletes it drops
+	// leave their keys to expire by their TTL.
 	maxPendingDeletes = 10000
 )
 
 // pendingDelete is one compare-and-delete of key=value on one node.
 type pendingDelete struct {
-	node       int
-	key, value string
-	due        time.Time // not sent before
-	answered   bool      // the node answered once: the next send is the confirmation
-	giveUp     time.Time
+	node        int
+	key, value  string
+	due, giveUp time.Time
+	answered    bool // the node answered once: the next send is the confirmation
 }
 
-// janitor sends the Locker's compare-and-delete where a lock call may have left its value (see the
-// package documentation). A delete is first sent once the call's commands have ended (its
-// deadline), then every interval until its node answers, and then once more, a tick later.
+// janitor sends the Locker's compare-and-delete where a lock call may have left its value: first
+// once the call's commands have ended (its deadline), then every interval until the node answers,
+// then once more a tick later, since a stalled node that resumes runs what was written to it
+// meanwhile in no set order, so an old SET NX can land after the first delete.
 type janitor struct {
 	nodes    []*redis.Client
 	interval time.Duration // between retries; also each send's timeout
+	stop     chan struct{}
+	wg       sync.WaitGroup
 
-	mu      sync.Mutex
-	pending []pendingDelete
-	out     int  // deletes being sent
-	running bool // a goroutine runs loop
-	closed  bool
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	mu              sync.Mutex
+	pending         []pendingDelete
+	out             int // deletes being sent
+	running, closed bool
 }
 
 func newJanitor(nodes []*redis.Client, interval time.Duration) *janitor {
@@ -59,24 +56,22 @@ func (j *janitor) add(nodes []int, key, value string, due time.Time) {
 	defer j.mu.Unlock()
 	for i, n := range nodes {
 		if !j.closed && len(j.pending) < maxPendingDeletes && !slices.Contains(nodes[:i], n) {
-			j.pending = append(j.pending, pendingDelete{node: n, key: key, value: value, due: due,
-				giveUp: due.Add(janitorHorizon)})
+			j.pending = append(j.pending, pendingDelete{node: n, key: key, value: value,
+				due: due, giveUp: due.Add(janitorHorizon)})
 		}
 	}
 	if len(j.pending) > 0 && !j.running {
 		j.running = true
-		j.wg.Add(1)
-		go j.loop()
+		j.wg.Go(j.loop)
 	}
 }
 
-// tick is the janitor's step, and how long after its first answer a delete is confirmed: a
-// resumed node reads what was written to it while stopped within a few turns of its event loop.
+// tick is the janitor's step and the confirmation's delay: a resumed node reads what was written
+// to it while stopped within a few turns of its event loop.
 func (j *janitor) tick() time.Duration { return max(j.interval/4, 20*time.Millisecond) }
 
-// loop sends the deletes that are due, each tick, until none is pending or the janitor is closed.
+// loop sends the deletes that are due each tick, until none is pending or the janitor is closed.
 func (j *janitor) loop() {
-	defer j.wg.Done()
 	t := time.NewTicker(j.tick())
 	defer t.Stop()
 	for {
@@ -113,8 +108,8 @@ func (j *janitor) loop() {
 	}
 }
 
-// send runs ds on one node, in one pipeline, and puts back what is left of them: the deletes
-// without an answer, due again in an interval, and the confirmation of each first answer.
+// send runs ds on one node in one pipeline, and puts back those without an answer, due again in an
+// interval, and the confirmation of each first answer, due in a tick.
 func (j *janitor) send(node int, ds []pendingDelete) {
 	ctx, cancel := context.WithTimeout(context.Background(), j.interval)
 	defer cancel()
@@ -157,8 +152,7 @@ func (j *janitor) close() {
 	j.wg.Wait()
 }
 
-// pendingCount returns how many deletes wait for their node or their confirmation, or are being
-// sent.
+// pendingCount returns how many deletes are pending or being sent.
 func (j *janitor) pendingCount() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -3,13 +3,17 @@ package execlock
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
@@ -17,21 +21,18 @@ import (
 )
 
 // Locker takes queue and execution locks on a quorum of Redis nodes. It is safe for concurrent
-// use; the Locks it returns are each safe for concurrent use too.
+// use, and so are the Locks it returns.
 type Locker struct {
 	cfg     Config
 	rs      *redsync.Redsync
-	quorum  int
 	janitor *janitor
-	stats   counters
-	// queueOpts and execOpts are the redsync Mutex options of each lock type, made once: a
-	// Mutex is made per lock call.
-	queueOpts, execOpts []redsync.Option
+	stats   struct {
+		acquired, taken, unavailable, extended, extendFailed, released, releaseFailed atomic.Uint64
+	}
 }
 
-// New returns a Locker for cfg, after applying defaults and validating it. Errors wrap
-// ErrInvalid. The Locker does not take ownership of cfg.Nodes; it adds a hook to each client that
-// changes nothing for commands other than its own (see Config.Nodes).
+// New returns a Locker for cfg, after applying defaults and validating it; errors wrap ErrInvalid.
+// It adds a hook to each of cfg.Nodes (see Config.Nodes).
 func New(cfg *Config) (*Locker, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: nil Config", ErrInvalid)
@@ -41,66 +42,46 @@ func New(cfg *Config) (*Locker, error) {
 		return nil, err
 	}
 	c.Nodes = slices.Clone(c.Nodes) // the caller may reuse its slice
-	l := &Locker{cfg: c, quorum: len(c.Nodes)/2 + 1, janitor: newJanitor(c.Nodes, c.CallTimeout)}
+	l := &Locker{cfg: c, janitor: newJanitor(c.Nodes, c.CallTimeout)}
 	pools := make([]rsredis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
 		n.AddHook(callHook{locker: l, node: i})
 		pools[i] = goredis.NewPool(n)
 	}
 	l.rs = redsync.New(pools...)
-	l.queueOpts, l.execOpts = l.mutexOptions(c.QueueTTL), l.mutexOptions(c.ExecTTL)
 	return l, nil
 }
 
-// mutexOptions returns the options of a redsync Mutex whose lock lives ttl. Pools are not
-// shuffled (WithShufflePools): the node numbers in redsync's errors must be Config.Nodes indexes.
-func (l *Locker) mutexOptions(ttl time.Duration) []redsync.Option {
-	return []redsync.Option{
-		redsync.WithExpiry(ttl),
-		redsync.WithTries(1),
-		redsync.WithFailFast(true),
-		// redsync bounds each round of an acquire by expiry × timeout factor: make it CallTimeout.
-		redsync.WithTimeoutFactor(float64(l.cfg.CallTimeout) / float64(ttl)),
-	}
-}
-
-// Close stops the Locker's janitor: the compare-and-deletes still waiting for a node that does
-// not answer, or for their confirmation (see the package documentation), which otherwise go on
-// until the node answers, for at most 10 minutes, or until the clients are closed. Locks keep
-// working after Close, but what a failed call leaves behind then expires by its TTL. Call it after
-// the last lock call, before closing the clients; a second Close does nothing.
+// Close stops the Locker's janitor, which otherwise retries its deletes until their node answers
+// (for at most 10 minutes) or the clients are closed; leftovers then expire by their TTL. Call it
+// after the last lock call and before closing the clients; a second Close does nothing.
 func (l *Locker) Close() { l.janitor.close() }
 
 // Quorum returns how many nodes must agree for a lock to be held: a majority of Config.Nodes.
-func (l *Locker) Quorum() int { return l.quorum }
+func (l *Locker) Quorum() int { return len(l.cfg.Nodes)/2 + 1 }
 
 // TryQueue makes one attempt at the queue lock of (kind, key, slot), which a dispatcher holds
-// while it hands a job to a worker. It returns an error wrapping ErrTaken when another holder
-// has it, ErrUnavailable when a quorum of nodes did not answer in time, the context's error when
-// ctx ended, or ErrInvalid for a bad kind or slot. It never waits for a busy lock: one attempt.
+// while it hands a job to a worker. Its error wraps ErrTaken when another holder has the lock,
+// ErrUnavailable when a quorum of nodes did not answer in time, ctx's error, or ErrInvalid.
 func (l *Locker) TryQueue(ctx context.Context, kind, key string, slot int) (*Lock, error) {
 	return l.try(ctx, queueLock, kind, key, slot)
 }
 
 // TryExec makes one attempt at the execution lock of (kind, key, slot), which a worker holds
-// while the job runs; it lives Config.ExecTTL unless extended. Errors are as for TryQueue.
+// while the job runs. Errors are as for TryQueue.
 func (l *Locker) TryExec(ctx context.Context, kind, key string, slot int) (*Lock, error) {
 	return l.try(ctx, execLock, kind, key, slot)
 }
 
-// TryQueueSlot takes the queue lock of one free slot of (kind, key) among slots 0 to limit-1:
-// see TryExecSlot.
+// TryQueueSlot is TryExecSlot for a queue lock.
 func (l *Locker) TryQueueSlot(ctx context.Context, kind, key string, limit int, busy ...int) (*Lock, error) {
 	return l.trySlot(ctx, queueLock, kind, key, limit, busy)
 }
 
-// TryExecSlot takes the execution lock of one free slot of (kind, key) among slots 0 to limit-1,
-// where limit is the key's running limit (1 to MaxLimit). It tries the slots in a random order,
-// one attempt each, and returns the first lock it gets; Lock.Slot tells which, and
-// Lock.FailedAttempts how many slots it found taken first. Slots listed in busy (for example the
-// slots of the key's running rows in the database) are not tried. When every slot is taken the
-// error wraps ErrTaken; the first ErrUnavailable or context error ends the search, since the
-// other slots live on the same nodes.
+// TryExecSlot takes the execution lock of a free slot of (kind, key) among slots 0 to limit-1
+// (limit is 1 to MaxLimit), tried in a random order but for those in busy: Lock.Slot tells which,
+// Lock.FailedAttempts how many it found taken first. When all are taken the error wraps ErrTaken;
+// an ErrUnavailable or context error ends the search, since every slot lives on the same nodes.
 func (l *Locker) TryExecSlot(ctx context.Context, kind, key string, limit int, busy ...int) (*Lock, error) {
 	return l.trySlot(ctx, execLock, kind, key, limit, busy)
 }
@@ -147,79 +128,100 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("execlock: acquire %s: %w", name, err)
 	}
-	value, err := l.newValue()
-	if err != nil {
-		return nil, err
+	var b [16]byte // no two holders share a value
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("execlock: random lock value: %w", err)
 	}
-	ttl, opts := l.cfg.ExecTTL, l.execOpts
+	value := l.cfg.NodeName + ":" + base64.RawURLEncoding.EncodeToString(b[:])
+	ttl := l.cfg.ExecTTL
 	if typ == queueLock {
-		ttl, opts = l.cfg.QueueTTL, l.queueOpts
+		ttl = l.cfg.QueueTTL
 	}
-	m := l.rs.NewMutex(name, append(slices.Clip(opts),
-		redsync.WithGenValueFunc(func() (string, error) { return value, nil }))...)
-	// The whole call, including redsync's clean-up round after a failed attempt.
+	// redsync bounds each round of an attempt by expiry × timeout factor: CallTimeout. Pools are
+	// not shuffled (WithShufflePools): the node numbers in redsync's errors are Config.Nodes indexes.
+	m := l.rs.NewMutex(name, redsync.WithExpiry(ttl), redsync.WithFailFast(true),
+		redsync.WithTimeoutFactor(float64(l.cfg.CallTimeout)/float64(ttl)),
+		redsync.WithGenValueFunc(func() (string, error) { return value, nil }))
 	track := newLockTrack(len(l.cfg.Nodes))
-	callCtx, cancel := l.callContext(ctx, track, true)
+	callCtx, cancel := l.callContext(ctx, track, true) // also covers redsync's clean-up round
 	defer cancel()
-	if err := m.TryLockContext(callCtx); err != nil {
-		// redsync's clean-up round does not say where it deleted, and its delete can pass the
-		// attempt's own SET NX on a stalled node: the janitor deletes our value wherever the
-		// attempt may have left it, once the call's commands have ended.
-		deadline, _ := callCtx.Deadline()
-		l.janitor.add(tallyOf(err).untaken(len(l.cfg.Nodes)), name, value, deadline)
-		return nil, l.acquireError(ctx, name, err)
+	err = m.TryLockContext(callCtx)
+	if err == nil {
+		l.stats.acquired.Add(1)
+		k := &Lock{locker: l, slot: slot, m: m, track: track}
+		k.until.Store(new(m.Until()))
+		return k, nil
 	}
-	l.stats.acquired.Add(1)
-	return newLock(l, m, track, typ, slot, ttl), nil
-}
-
-// acquireError translates redsync's answer to a failed attempt.
-func (l *Locker) acquireError(ctx context.Context, name string, err error) error {
+	// redsync's clean-up round does not say where it deleted, and its delete can pass the
+	// attempt's own SET NX on a stalled node: the janitor deletes our value wherever the attempt
+	// may have left it, once the call's commands have ended.
+	deadline, _ := callCtx.Deadline()
+	l.janitor.add(tallyOf(err).untaken(len(l.cfg.Nodes)), name, value, deadline)
 	var taken *redsync.ErrTaken
-	if errors.As(err, &taken) {
+	switch {
+	case errors.As(err, &taken):
 		l.stats.taken.Add(1)
-		return fmt.Errorf("%w: %s: %w", ErrTaken, name, err)
-	}
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("execlock: acquire %s: %w", name, cerr)
+		return nil, fmt.Errorf("%w: %s: %w", ErrTaken, name, err)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("execlock: acquire %s: %w", name, ctx.Err())
 	}
 	l.stats.unavailable.Add(1)
 	if errors.Is(err, redsync.ErrFailed) {
 		// A quorum answered, but too late for the lock to be valid when the call returned.
-		return fmt.Errorf("%w: acquire %s: quorum reached too slowly: %w", ErrUnavailable, name, err)
+		return nil, fmt.Errorf("%w: acquire %s: quorum reached too slowly: %w", ErrUnavailable, name, err)
 	}
-	return fmt.Errorf("%w: acquire %s: %w", ErrUnavailable, name, err)
+	return nil, fmt.Errorf("%w: acquire %s: %w", ErrUnavailable, name, err)
 }
 
-// newValue returns a lock value: the node name and 128 random bits, so that a key found in Redis
-// tells who holds it and no two holders ever share a value.
-func (l *Locker) newValue() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("execlock: random lock value: %w", err)
+// lockType tells a queue lock from an execution lock; its value is the key's type segment.
+type lockType string
+
+const (
+	queueLock lockType = "q:"
+	execLock  lockType = "x:"
+)
+
+// hashedKeyPrefix marks a key value replaced by its SHA-256.
+const hashedKeyPrefix = "sha256:"
+
+// keyBase returns the lock key of (typ, kind, key) up to its slot number. The kind ends at the
+// first ':', the key value (any bytes) at the last.
+func keyBase(prefix string, typ lockType, kind, key string) (string, error) {
+	switch {
+	case kind == "":
+		return "", fmt.Errorf("%w kind: empty", ErrInvalid)
+	case len(kind) > MaxNameLen:
+		return "", fmt.Errorf("%w kind: %d bytes, at most %d", ErrInvalid, len(kind), MaxNameLen)
+	case strings.ContainsRune(kind, ':'):
+		return "", fmt.Errorf("%w kind %q: contains ':', the lock key separator", ErrInvalid, kind)
 	}
-	return l.cfg.NodeName + ":" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+	return prefix + string(typ) + kind + ":" + keyPart(key) + ":", nil
 }
 
-// Ping checks that a quorum of nodes answers PING within CallTimeout. It returns nil, or an error
-// wrapping ErrUnavailable and every failing node's error.
-func (l *Locker) Ping(ctx context.Context) error {
-	var failed []error
-	for i, err := range l.PingNodes(ctx) {
-		if err != nil {
-			failed = append(failed, fmt.Errorf("node #%d (%s): %w", i, l.cfg.Nodes[i].Options().Addr, err))
-		}
+// lockKey returns the full lock key of one slot.
+func lockKey(prefix string, typ lockType, kind, key string, slot int) (string, error) {
+	if slot < 0 || slot >= MaxLimit {
+		return "", fmt.Errorf("%w slot %d: want 0 to %d", ErrInvalid, slot, MaxLimit-1)
 	}
-	if len(l.cfg.Nodes)-len(failed) < l.quorum {
-		return fmt.Errorf("%w: %d of %d nodes answered, quorum is %d: %w",
-			ErrUnavailable, len(l.cfg.Nodes)-len(failed), len(l.cfg.Nodes), l.quorum, errors.Join(failed...))
+	base, err := keyBase(prefix, typ, kind, key)
+	if err != nil {
+		return "", err
 	}
-	return nil
+	return base + strconv.Itoa(slot), nil
 }
 
-// PingNodes sends PING to every node at once and returns each node's answer, in Config.Nodes
-// order: nil when it answered, else its error. The whole call takes at most CallTimeout, or until
-// ctx ends if that is sooner.
+// keyPart returns the key value as it appears in a lock key: itself, or hashed when it is longer
+// than MaxKeyLen or starts with hashedKeyPrefix, so that no literal value names a hashed one's lock.
+func keyPart(key string) string {
+	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, hashedKeyPrefix) {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hashedKeyPrefix + hex.EncodeToString(sum[:])
+}
+
+// PingNodes sends PING to every node at once and returns each node's error (nil when it answered)
+// in Config.Nodes order, within CallTimeout or until ctx ends.
 func (l *Locker) PingNodes(ctx context.Context) []error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
 	defer cancel()
@@ -230,4 +232,24 @@ func (l *Locker) PingNodes(ctx context.Context) []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// Stats counts a Locker's lock calls since it was created, for metrics; failed attempts are Taken
+// plus Unavailable. Attempts ended by their context, and invalid arguments, are not counted.
+type Stats struct {
+	Acquired      uint64 // attempts that got their lock
+	Taken         uint64 // attempts refused by another holder, one per slot a slot search found taken
+	Unavailable   uint64 // attempts that failed because a quorum of nodes did not answer in time
+	Extended      uint64 // successful extensions
+	ExtendFailed  uint64 // extensions that returned ErrLost
+	Released      uint64 // locks released on a quorum
+	ReleaseFailed uint64 // releases that found the lock lost or the nodes unavailable
+}
+
+// Stats returns a snapshot of the Locker's counters.
+func (l *Locker) Stats() Stats {
+	c := &l.stats
+	return Stats{Acquired: c.acquired.Load(), Taken: c.taken.Load(), Unavailable: c.unavailable.Load(),
+		Extended: c.extended.Load(), ExtendFailed: c.extendFailed.Load(), Released: c.released.Load(),
+		ReleaseFailed: c.releaseFailed.Load()}
 }
