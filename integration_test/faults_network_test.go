@@ -143,7 +143,7 @@ func checkSlowLinkShows(t *testing.T, c latencyCase, calls faultkit.CallLatencie
 	t.Helper()
 	if c.redis {
 		// A quorum of two answers at the speed of the fast nodes: the slow one's answers come later,
-		// in the background (execlock's gates), and the call does not wait for them.
+		// in the background, and the call does not wait for them.
 		if calls.Locks[1].P99 >= 2*c.latency {
 			t.Errorf("lock calls with one slow node of three: %v; want p99 below the slow node's added round trip (%v): a quorum answers without it", calls.Locks[1], 2*c.latency)
 		}
