@@ -2,33 +2,20 @@ package admin
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobpipe/jobpipe/internal/states"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
 // Pieces of the statements over a kind's table. Every identifier in them comes from the registry or
 // the catalog and goes through pgx.Identifier; the caller's input only ever travels as parameters.
 
-var wordPattern = regexp.MustCompile(`[a-z_]+`)
-
-// qualified rewrites a condition over the pipeline columns, as jobinfo writes it, to name them through
-// alias, so that it cannot be mistaken for a column of another table in the statement.
-func qualified(alias, cond string) string {
-	return wordPattern.ReplaceAllStringFunc(cond, func(w string) string {
-		if isPipelineColumn(w) {
-			return alias + "." + w
-		}
-		return w
-	})
-}
-
 // stateCond is the condition that the row aliased alias is in state s.
 func stateCond(alias string, s jobinfo.State) string {
-	return "(" + qualified(alias, jobinfo.StateCondition(s)) + ")"
+	return "(" + s.Condition(alias) + ")"
 }
 
 // stateCase is an expression giving the state of the row aliased alias, by jobinfo's conditions.
@@ -83,7 +70,7 @@ func sameUnique(k *Kind, a, b string) string {
 
 // neverStarted is the predicate of the until-executed unique index over the row aliased alias.
 func neverStarted(alias string) string {
-	return "(" + qualified(alias, jobinfo.UniqueWaitingCondition) + ")"
+	return "(" + states.NeverRan(alias) + ")"
 }
 
 func table(k *Kind) string { return k.Info.Table.Sanitize() }

@@ -6,20 +6,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobpipe/jobpipe/internal/states"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/uniqueness"
-)
-
-// Conditions on a kind's rows, aliased t. They match the partial indexes jobinfo creates.
-const (
-	waitingCond = "t.lease_expires_at IS NULL AND t.processed_at IS NULL AND t.failed_at IS NULL"
-	runningCond = "t.lease_expires_at IS NOT NULL"
-	// stillRunning is runningCond for the fenced writes of one attempt (finish, lease extension),
-	// which find their rows by id. Written so that it does not match the lease index's predicate: with
-	// statistics from before many jobs started (a bulk load analysed while nothing ran), the planner
-	// would otherwise walk every running row of that index for each id instead of looking the ids up in
-	// the primary key, and a large finish with many jobs running would take seconds.
-	stillRunning = "(t.lease_expires_at IS NOT NULL) IS TRUE"
 )
 
 // kindSQL holds a kind's statements, built once at registration from sanitised identifiers.
@@ -89,17 +78,17 @@ func buildSQL(info *jobinfo.Info) kindSQL {
 	SELECT t.id FROM %[1]s t WHERE %[2]s AND %[3]s AND t.id >= $4 ORDER BY %[4]s LIMIT $1 FOR UPDATE SKIP LOCKED)
 UPDATE %[1]s t SET %[5]s
 WHERE t.id = ANY (ARRAY(SELECT id FROM next)) AND t.id >= $4
-RETURNING %[6]s`, table, waitingCond, due, order, fmt.Sprintf(claimSet, "$2", "$3"), returning(info)),
+RETURNING %[6]s`, table, states.Waiting("t"), due, order, fmt.Sprintf(claimSet, "$2", "$3"), returning(info)),
 		claimIDs: claimIDsSQL(info, table, fmt.Sprintf(claimSet, "$3", "$4"), order),
 		extend: fmt.Sprintf(`UPDATE %s t SET lease_expires_at = now() + make_interval(secs => $3)
-WHERE t.id = $1 AND t.lock_token = $2 AND %s RETURNING t.id`, table, stillRunning),
-		countRunning: fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s`, table, runningCond),
-		countDue:     fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s AND %s`, table, waitingCond, due),
+WHERE t.id = $1 AND t.lock_token = $2 AND %s RETURNING t.id`, table, states.StillRunning("t")),
+		countRunning: fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s`, table, states.Running("t")),
+		countDue:     fmt.Sprintf(`SELECT count(*) FROM %s t WHERE %s AND %s`, table, states.Waiting("t"), due),
 		nextDueAndNow: fmt.Sprintf(`SELECT (SELECT min(t.process_after) FROM %s t WHERE t.process_after > now() AND %s), now()`,
-			table, waitingCond),
+			table, states.Waiting("t")),
 		finish: finishSQL(info, table),
 		rescue: fmt.Sprintf(`WITH expired AS (
-	SELECT t.id FROM %[1]s t WHERE t.lease_expires_at < now() AND t.processed_at IS NULL AND t.failed_at IS NULL
+	SELECT t.id FROM %[1]s t WHERE t.lease_expires_at < now() AND %[2]s
 		AND pg_postmaster_start_time() < now() - make_interval(secs => $3)
 	ORDER BY t.lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED)
 UPDATE %[1]s t SET lease_expires_at = NULL, lease_owner = NULL, lock_slot = NULL, lock_token = t.lock_token + 1,
@@ -109,11 +98,11 @@ UPDATE %[1]s t SET lease_expires_at = NULL, lease_owner = NULL, lock_slot = NULL
 	process_after = CASE WHEN t.attempts_made >= $1 THEN t.process_after
 		ELSE now() + make_interval(secs => ($2::float8[])[least(t.attempts_made, $1)]) END
 FROM expired WHERE t.id = expired.id
-RETURNING t.id, t.failed_at IS NOT NULL`, table),
+RETURNING t.id, t.failed_at IS NOT NULL`, table, states.NotFinished("t")),
 	}
 	if len(info.Key) > 0 {
 		q.busySlots = fmt.Sprintf(`SELECT t.id, coalesce((SELECT array_agg(e.lock_slot) FROM %[1]s e WHERE %[2]s AND %[3]s), '{}')
-FROM %[1]s t WHERE t.id = ANY ($1)`, table, sameKey(info, "e", "t"), strings.ReplaceAll(runningCond, "t.", "e."))
+FROM %[1]s t WHERE t.id = ANY ($1)`, table, sameKey(info, "e", "t"), states.Running("e"))
 	}
 	return q
 }
@@ -135,7 +124,7 @@ func claimIDsSQL(info *jobinfo.Info, table, set, order string) string {
 	for i, k := range info.Key {
 		keyCols[i] = "t." + pgx.Identifier{k}.Sanitize()
 	}
-	eWaiting := strings.ReplaceAll(waitingCond, "t.", "e.")
+	eWaiting := states.Waiting("e")
 	return fmt.Sprintf(`WITH u AS (
 	SELECT u.id, u.slot, u.n, %[1]s,
 		EXISTS (SELECT 1 FROM %[2]s e WHERE %[3]s AND e.lock_slot = u.slot AND %[4]s)
@@ -148,8 +137,8 @@ func claimIDsSQL(info *jobinfo.Info, table, set, order string) string {
 )
 UPDATE %[2]s t SET %[9]s, lock_slot = ok.slot
 FROM ok WHERE t.id = ok.id AND %[10]s
-RETURNING %[11]s`, strings.Join(keyCols, ", "), table, sameKey(info, "e", "t"), strings.ReplaceAll(runningCond, "t.", "e."),
-		eWaiting, strings.ReplaceAll(order, "t.", "e."), order, sameKey(info, "x", "u"), set, waitingCond, returning(info),
+RETURNING %[11]s`, strings.Join(keyCols, ", "), table, sameKey(info, "e", "t"), states.Running("e"),
+		eWaiting, strings.ReplaceAll(order, "t.", "e."), order, sameKey(info, "x", "u"), set, states.Waiting("t"), returning(info),
 		strings.ReplaceAll(order, "t.", "f."))
 }
 
@@ -199,7 +188,7 @@ again AS (
 	INSERT INTO %[1]s (%[9]s, process_after)
 	SELECT %[10]s, now() + make_interval(secs => d.delay) FROM %[1]s s JOIN done d ON s.id = d.id WHERE d.outcome = %[3]d%[11]s)
 SELECT id, (SELECT pg_notify(%[12]s, %[13]s) WHERE $6) IS NULL FROM done`,
-		table, outProcessed, outRunAgain, outFailed, outRetry, outSnooze, outRelease, stillRunning,
+		table, outProcessed, outRunAgain, outFailed, outRetry, outSnooze, outRelease, states.StillRunning("t"),
 		strings.Join(quoted, ", "), "s."+strings.Join(quoted, ", s."), onConflict,
 		quote(uniqueness.NotifyChannel), quote(info.Name), neverRanAgain(info, table))
 }
@@ -293,12 +282,12 @@ claimed AS (
 SELECT CASE WHEN c.prev IS NULL OR c.prev = (SELECT min(prev) FROM claimed) THEN (SELECT array_agg(id) FROM done) END,
 	(SELECT pg_notify(%[12]s, %[13]s) WHERE $6 OR (SELECT count(*) FROM runs) > (SELECT count(*) FROM claimed)) IS NULL, c.*
 FROM (SELECT) one LEFT JOIN claimed c ON true`,
-		table, outProcessed, outRunAgain, outFailed, outRetry, outSnooze, outRelease, stillRunning,
+		table, outProcessed, outRunAgain, outFailed, outRetry, outSnooze, outRelease, states.StillRunning("t"),
 		strings.Join(quoted, ", "), "s."+strings.Join(quoted, ", s."), onConflict,
 		quote(uniqueness.NotifyChannel), quote(info.Name), neverRanAgain(info, table),
 		strings.Join(tKeyCols, ", "), strings.Join(keyCols, ", "), order, due,
-		sameKey(info, "e", "r"), strings.ReplaceAll(waitingCond, "t.", "e."), strings.ReplaceAll(runningCond, "t.", "e."),
-		info.KeyText("r"), claimSet, waitingCond, returning(info))
+		sameKey(info, "e", "r"), states.Waiting("e"), states.Running("e"),
+		info.KeyText("r"), claimSet, states.Waiting("t"), returning(info))
 }
 
 // neverRanAgain is the extra condition under which a released claim of a job's first attempt (it never
@@ -314,8 +303,8 @@ func neverRanAgain(info *jobinfo.Info, table string) string {
 		q := pgx.Identifier{c}.Sanitize()
 		same = append(same, fmt.Sprintf("x.%s IS NOT DISTINCT FROM t.%s", q, q))
 	}
-	return fmt.Sprintf(" AND NOT EXISTS (SELECT 1 FROM %s x WHERE %s AND x.id <> t.id AND x.started_at IS NULL AND x.processed_at IS NULL AND x.failed_at IS NULL)",
-		table, strings.Join(same, " AND "))
+	return fmt.Sprintf(" AND NOT EXISTS (SELECT 1 FROM %s x WHERE %s AND x.id <> t.id AND %s)",
+		table, strings.Join(same, " AND "), states.NeverRan("x"))
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -3,6 +3,7 @@ package prune
 import (
 	"fmt"
 
+	"github.com/jobpipe/jobpipe/internal/states"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -19,12 +20,12 @@ func batchSQL(info *jobinfo.Info) string {
 	SELECT max(w.id) AS hi, coalesce(bool_or(w.created_at < now() - make_interval(secs => least($3::float8, $4::float8))), false) AS old
 	FROM (SELECT t.id, t.created_at FROM %[1]s t WHERE t.id > $1::int8 ORDER BY t.id LIMIT $2::int8) w
 ), gone AS (
-	DELETE FROM %[1]s t WHERE t.id > $1 AND t.id <= (SELECT hi FROM win) AND t.lease_expires_at IS NULL AND (
+	DELETE FROM %[1]s t WHERE t.id > $1 AND t.id <= (SELECT hi FROM win) AND %[2]s AND (
 		(t.processed_at < now() - make_interval(secs => $3::float8)) OR (t.failed_at < now() - make_interval(secs => $4::float8)))
 	RETURNING t.processed_at IS NOT NULL AS processed
 )
 SELECT (SELECT hi FROM win), (SELECT old FROM win),
-	count(*) FILTER (WHERE processed), count(*) FILTER (WHERE NOT processed) FROM gone`, info.Table.Sanitize())
+	count(*) FILTER (WHERE processed), count(*) FILTER (WHERE NOT processed) FROM gone`, info.Table.Sanitize(), states.NotRunning("t"))
 }
 
 // maxIDSQL reads the highest id, for progress.

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobpipe/jobpipe/internal/heads"
+	"github.com/jobpipe/jobpipe/internal/states"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -113,7 +114,7 @@ func skipScanSQL(info *jobinfo.Info) string {
 		same = append(same, fmt.Sprintf("e.%s = t.%s", c, c))
 	}
 	tkey, hkey := strings.Join(tcols, ", "), strings.Join(hcols, ", ")
-	waiting := "t.lease_expires_at IS NULL AND t.processed_at IS NULL AND t.failed_at IS NULL"
+	waiting := states.Waiting("t")
 	due, order := "(t.process_after IS NULL OR t.process_after <= now())", "t.id"
 	if info.Order == jobinfo.OrderProcessAfter {
 		due, order = "COALESCE(t.process_after, t.created_at) <= now()", "COALESCE(t.process_after, t.created_at), t.id"
@@ -125,7 +126,7 @@ func skipScanSQL(info *jobinfo.Info) string {
 		SELECT %[2]s, t.id FROM %[1]s t WHERE %[5]s AND (%[2]s) > (%[3]s) ORDER BY %[2]s, %[7]s LIMIT 1) n
 )
 SELECT t.id, %[4]s FROM h JOIN %[1]s t ON t.id = h.id
-WHERE %[6]s AND (SELECT count(*) FROM %[1]s e WHERE %[8]s AND e.lease_expires_at IS NOT NULL) < $2
+WHERE %[6]s AND (SELECT count(*) FROM %[1]s e WHERE %[8]s AND %[9]s) < $2
 LIMIT $1
-FOR UPDATE OF t SKIP LOCKED`, table, tkey, hkey, info.KeyText("t"), waiting, due, order, strings.Join(same, " AND "))
+FOR UPDATE OF t SKIP LOCKED`, table, tkey, hkey, info.KeyText("t"), waiting, due, order, strings.Join(same, " AND "), states.Running("e"))
 }

@@ -6,14 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobpipe/jobpipe/internal/states"
 	"github.com/jobpipe/jobpipe/jobinfo"
-)
-
-// Conditions on a kind's rows, aliased t, as the dispatcher's other statements write them
-// (dispatcher/queries.go). They match the partial indexes jobinfo creates.
-const (
-	waitingCond = "t.lease_expires_at IS NULL AND t.processed_at IS NULL AND t.failed_at IS NULL"
-	runningCond = "t.lease_expires_at IS NOT NULL"
 )
 
 // Queries returns the two statements of a keyed kind's heads pass (see headsSQL): fast walks the
@@ -69,7 +63,7 @@ func headsSQL(info *jobinfo.Info) (fast, scan string) {
 		ELSE $2 END AS lim, r.slots
 	FROM %%s k CROSS JOIN LATERAL (
 		SELECT coalesce(array_agg(e.lock_slot), '{}') AS slots FROM %[2]s e WHERE %[3]s AND %[4]s) r`,
-		info.KeyText("k"), table, sameKey("e", "k"), strings.ReplaceAll(runningCond, "t.", "e."))
+		info.KeyText("k"), table, sameKey("e", "k"), states.Running("e"))
 	// final locks the chosen rows (CTE picks) in the kind's order, with their key's state, and ends
 	// each row with the walk's length (%%s; 0 for the scan).
 	// Rows are fetched by the tuple ids (ctid) the statement read them at, from an array (ARRAY(...)):
@@ -82,7 +76,7 @@ func headsSQL(info *jobinfo.Info) (fast, scan string) {
 	final := fmt.Sprintf(`SELECT t.id, %[1]s, p.slots, p.lim, p.pos, p.first_id, %%s FROM %[2]s t JOIN picks p ON p.id = t.id
 WHERE t.ctid = ANY (ARRAY(SELECT tid FROM picks)) AND %[3]s AND %[4]s%%s
 ORDER BY %[5]s LIMIT $1
-FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, waitingCond, due, order)
+FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, states.Waiting("t"), due, order)
 	cols := strings.Join(keyCols, ", ")
 	tCols := strings.Join(prefixed("t.", keyCols), ", ")
 	fast = fmt.Sprintf(`WITH walk AS MATERIALIZED (
@@ -94,7 +88,7 @@ FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, waitingCond, due, order)
 ), picks AS (
 	SELECT w.id, w.tid, w.pos, w.first_id, k.lim, k.slots FROM walk w JOIN keys k ON %[7]s WHERE w.due AND w.pos <= k.lim - cardinality(k.slots)
 )
-%[8]s`, tCols, due, table, waitingCond, order,
+%[8]s`, tCols, due, table, states.Waiting("t"), order,
 		fmt.Sprintf(keyState, "(SELECT DISTINCT "+cols+" FROM walk)"), sameKey("w", "k"),
 		fmt.Sprintf(final, "(SELECT count(*) FROM walk)", ""))
 	keyTuple := "(" + tCols + ")"
@@ -114,7 +108,7 @@ FOR UPDATE OF t SKIP LOCKED`, info.KeyText("t"), table, waitingCond, due, order)
 		WINDOW o AS (ORDER BY %[7]s)) h
 	WHERE h.due
 )
-%[10]s`, tCols, table, waitingCond, keyTuple, kTuple, fmt.Sprintf(keyState, "walked"), order, due,
+%[10]s`, tCols, table, states.Waiting("t"), keyTuple, kTuple, fmt.Sprintf(keyState, "walked"), order, due,
 		sameKey("t", "k"), fmt.Sprintf(final, "0::int8", " AND t.id <> ALL($3)"))
 	return fast, scan
 }
