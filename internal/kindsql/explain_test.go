@@ -3,6 +3,7 @@ package kindsql
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -86,6 +87,10 @@ func statementsOf(info *jobinfo.Info) []statement {
 		{"pruneBatch", batch, "0, 1000, 86400, 604800"},
 		{"pruneMaxID", maxID, ""},
 	}
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(info.Columns())+2), ", ")
+	for _, dup := range []Duplicate{KeepDuplicate, ReplaceDuplicate, ReplaceDuplicateData, ReplaceDuplicateSchedule} {
+		out = append(out, statement{"insert", Insert(info, dup, "jobpipe"), nulls}, statement{"insert", Insert(info, dup, ""), nulls})
+	}
 	if len(info.Key) == 0 {
 		return append(out, statement{"finishSQL", d.Finish, "'{1}', '{1}', '{0}', '{NULL}', '{0}', false"})
 	}
@@ -102,7 +107,7 @@ func statementsOf(info *jobinfo.Info) []statement {
 }
 
 // parts are the templates that other templates include, never run alone.
-var parts = []string{"finishSet", "again", "headsKeys", "headsFinal"}
+var parts = []string{"finishSet", "again", "headsKeys", "headsFinal", "duplicateSet"}
 
 // TestStatementsExplain plans every statement of every shape of kind against its table, created as
 // jobinfo creates it, so that a change of a pipeline column, a state or an index that breaks a
