@@ -87,6 +87,16 @@ func statementsOf(info *jobinfo.Info) []statement {
 		{"pruneBatch", batch, "0, 1000, 86400, 604800"},
 		{"pruneMaxID", maxID, ""},
 	}
+	a := ForAdmin(info, info.Columns(), 1000)
+	out = append(out,
+		statement{"adminJobs", a.Jobs, ""},
+		statement{"adminSummary", a.Summary, ""},
+		statement{"adminAction", a.Retry, "'{1,2}', 'jobpipe', " + name},
+		statement{"adminAction", a.Discard, "'{1,2}', 'jobpipe', " + name + ", 'discarded'"},
+		statement{"adminAction", a.RunNow, "'{1,2}', 'jobpipe', " + name},
+		statement{"adminCountFailed", a.CountFailed, ""},
+		statement{"adminNextFailed", a.NextFailed, "0, 1000"},
+	)
 	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(info.Columns())+2), ", ")
 	for _, dup := range []Duplicate{KeepDuplicate, ReplaceDuplicate, ReplaceDuplicateData, ReplaceDuplicateSchedule} {
 		out = append(out, statement{"insert", Insert(info, dup, "jobpipe"), nulls}, statement{"insert", Insert(info, dup, ""), nulls})
@@ -107,7 +117,8 @@ func statementsOf(info *jobinfo.Info) []statement {
 }
 
 // parts are the templates that other templates include, never run alone.
-var parts = []string{"finishSet", "again", "headsKeys", "headsFinal", "duplicateSet"}
+var parts = []string{"finishSet", "again", "headsKeys", "headsFinal", "duplicateSet",
+	"adminDue", "adminActionSet", "adminActionCond", "adminActionDup", "adminDuplicates"}
 
 // TestStatementsExplain plans every statement of every shape of kind against its table, created as
 // jobinfo creates it, so that a change of a pipeline column, a state or an index that breaks a

@@ -1,5 +1,6 @@
-// Package kindsql writes the statements over a kind's table: the dispatcher's claims, finishes, rescue
-// and counts, the heads pass of keyed kinds, prune's deletes and the bench's alternatives. Each is a
+// Package kindsql writes the statements over a kind's table: the inserts, the dispatcher's claims,
+// finishes, rescue and counts, the heads pass of keyed kinds, prune's deletes, the operators' reads
+// and actions (package admin) and the bench's alternatives. Each is a
 // named template with named fields, rendered once per kind from sanitised identifiers; the state
 // conditions come from package internal/states. A change to a pipeline column or a state is made
 // here, and TestStatementsExplain checks every statement against a real table.
@@ -26,6 +27,10 @@ var funcs = template.FuncMap{
 	"neverRan":     states.NeverRan,
 	"processed":    states.Processed,
 	"failed":       states.Failed,
+	// The states by name, and admin's pieces over them.
+	"state":     state,
+	"stateCase": stateCase,
+	"dueAt":     dueAt,
 }
 
 // parse parses the statements of one file as templates named by their keys, sharing funcs.
