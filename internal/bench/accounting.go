@@ -70,8 +70,8 @@ func (s *session) account(ctx context.Context, table pgx.Identifier, led *ledger
 	a := accounting{Jobs: jobs, EarlyLocal: earlyLocal}
 	t := table.Sanitize()
 	var distinct int64
-	err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE processed_at IS NOT NULL),
-		count(*) FILTER (WHERE failed_at IS NOT NULL), count(*) FILTER (WHERE attempts_made > 1),
+	err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE `+states.Processed("")+`),
+		count(*) FILTER (WHERE `+states.Failed("")+`), count(*) FILTER (WHERE attempts_made > 1),
 		count(*) FILTER (WHERE started_at < process_after), count(DISTINCT n) FROM `+t).
 		Scan(&a.Rows, &a.Processed, &a.Failed, &a.Retried, &a.EarlyDB, &distinct)
 	if err != nil {
