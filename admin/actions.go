@@ -61,11 +61,9 @@ const DiscardedError = "discarded by an operator"
 // skipped when a job with the same unique fields has not started either: two such jobs cannot wait at
 // once.
 func Retry(ctx context.Context, db jobinfo.DB, k *Kind, ids []int64) (ActionResult, error) {
-	finished := "(" + stateCond("t", jobinfo.StateFailed) + " OR " + stateCond("t", jobinfo.StateProcessed) + ")"
 	a := action{
 		verb: "retry",
-		set:  "failed_at = NULL, processed_at = NULL, lock_slot = NULL, process_after = now()",
-		cond: finished,
+		sql:  k.statements().Retry,
 		skip: func(st jobinfo.State, _ bool, dup *int64) string {
 			switch {
 			case st == jobinfo.StateWaiting:
@@ -77,15 +75,6 @@ func Retry(ctx context.Context, db jobinfo.DB, k *Kind, ids []int64) (ActionResu
 			}
 			return ReasonChanged
 		},
-	}
-	if len(k.Info.Unique) > 0 {
-		// The duplicates of a never-started row t: never-started rows of its unique fields, and the
-		// rows retried with it that come first.
-		dups := fmt.Sprintf(`FROM %s d WHERE %s AND d.id <> t.id AND (%s
-		OR (d.started_at IS NULL AND %s AND d.id < t.id AND d.id IN (SELECT id FROM req)))`,
-			table(k), sameUnique(k, "d", "t"), neverStarted("d"), stateCond("d", jobinfo.StateFailed))
-		a.cond += fmt.Sprintf("\n	AND NOT (t.started_at IS NULL AND EXISTS (SELECT 1 %s))", dups)
-		a.dup = fmt.Sprintf("CASE WHEN t.started_at IS NULL THEN (SELECT min(d.id) %s) END", dups)
 	}
 	return a.run(ctx, db, k, ids)
 }
@@ -105,8 +94,7 @@ func Discard(ctx context.Context, db jobinfo.DB, k *Kind, ids []int64, reason st
 	}
 	a := action{
 		verb: "discard",
-		set:  "failed_at = now(), last_error = $4",
-		cond: stateCond("t", jobinfo.StateWaiting),
+		sql:  k.statements().Discard,
 		args: []any{msg},
 		skip: func(st jobinfo.State, _ bool, _ *int64) string {
 			switch st {
@@ -129,8 +117,7 @@ func Discard(ctx context.Context, db jobinfo.DB, k *Kind, ids []int64, reason st
 func RunNow(ctx context.Context, db jobinfo.DB, k *Kind, ids []int64) (ActionResult, error) {
 	a := action{
 		verb: "run now",
-		set:  "process_after = now()",
-		cond: stateCond("t", jobinfo.StateWaiting) + " AND NOT " + dueCond("t"),
+		sql:  k.statements().RunNow,
 		skip: func(st jobinfo.State, due bool, _ *int64) string {
 			switch {
 			case st == jobinfo.StateWaiting && due:
@@ -151,14 +138,10 @@ func RunNow(ctx context.Context, db jobinfo.DB, k *Kind, ids []int64) (ActionRes
 // action is one of the changes above: which rows change and how, and why the others do not.
 type action struct {
 	verb string
-	// set is the SET list over the row t; updated_at is added.
-	set string
-	// cond is the condition over t (and the requested ids, req) under which a row changes.
-	cond string
+	// sql is the statement (kindsql.Admin's Retry, Discard or RunNow).
+	sql string
 	// args are the parameters from $4 on.
 	args []any
-	// dup, when set, is an expression over t giving the id of a job that keeps t from changing.
-	dup string
 	// skip gives the reason for a row that exists but did not change, from its state and whether it
 	// was due when the statement started.
 	skip func(st jobinfo.State, due bool, dup *int64) string
@@ -172,21 +155,8 @@ func (a action) run(ctx context.Context, db jobinfo.DB, k *Kind, ids []int64) (A
 	if len(ids) == 0 {
 		return ActionResult{}, fmt.Errorf("%w: no job ids given to %s", ErrInvalid, a.verb)
 	}
-	dup := "NULL::bigint"
-	if a.dup != "" {
-		dup = a.dup
-	}
-	q := fmt.Sprintf(`WITH req AS (SELECT DISTINCT unnest($1::bigint[]) AS id),
-changed AS (
-	UPDATE %[1]s t SET %[2]s, updated_at = now()
-	FROM req WHERE t.id = req.id AND %[3]s
-	RETURNING t.id)
-SELECT req.id, c.id IS NOT NULL, CASE WHEN t.id IS NOT NULL THEN %[4]s END, coalesce(%[5]s, false), %[6]s,
-	(SELECT pg_notify($2, $3) FROM changed LIMIT 1) IS NULL
-FROM req LEFT JOIN changed c ON c.id = req.id LEFT JOIN %[1]s t ON t.id = req.id
-ORDER BY req.id`, table(k), a.set, a.cond, stateCase("t"), dueCond("t"), dup)
 	args := append([]any{ids, uniqueness.NotifyChannel, k.Name()}, a.args...)
-	rows, err := db.Query(ctx, q, args...)
+	rows, err := db.Query(ctx, a.sql, args...)
 	if err != nil {
 		return ActionResult{}, a.wrap(k, err)
 	}
@@ -240,15 +210,15 @@ const retryBatch = 1000
 // first. It returns how many jobs were retried; failed jobs whose retry would duplicate a job that has
 // not started are left failed.
 func RetryAllFailed(ctx context.Context, db jobinfo.DB, k *Kind, progress func(done, total int64)) (int64, error) {
-	failed := stateCond("t", jobinfo.StateFailed)
+	q := k.statements()
 	var total, maxID int64
-	err := db.QueryRow(ctx, fmt.Sprintf("SELECT count(*), coalesce(max(t.id), 0) FROM %s t WHERE %s", table(k), failed)).Scan(&total, &maxID)
+	err := db.QueryRow(ctx, q.CountFailed).Scan(&total, &maxID)
 	if err != nil {
 		return 0, fmt.Errorf("admin: counting the failed jobs of kind %q: %w", k.Name(), err)
 	}
 	// Only ids up to the newest failed one at the start: jobs failing while this runs are left for
 	// another run, and the batches end.
-	next := fmt.Sprintf("SELECT t.id FROM %s t WHERE %s AND t.id > $1 AND t.id <= $2 ORDER BY t.id LIMIT %d", table(k), failed, retryBatch)
+	next := q.NextFailed
 	var done, retried, last int64
 	for {
 		rows, err := db.Query(ctx, next, last, maxID)

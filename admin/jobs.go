@@ -179,11 +179,7 @@ func GetJob(ctx context.Context, db jobinfo.DB, k *Kind, id int64) (Job, error) 
 }
 
 // selectJobs selects what scanJob reads from the kind's rows, aliased t.
-func selectJobs(k *Kind) string {
-	return fmt.Sprintf(`SELECT t.id, %s, %s, %s, t.attempts_made, t.created_at, t.updated_at, t.process_after,
-	t.started_at, t.lease_expires_at, t.processed_at, t.failed_at, t.lease_owner, t.last_error, t.lock_token, t.lock_slot
-FROM %s t`, stateCase("t"), dataJSON(k, "t"), keyText(k, "t"), table(k))
-}
+func selectJobs(k *Kind) string { return k.statements().Jobs }
 
 func scanJob(k *Kind) pgx.RowToFunc[Job] {
 	return func(r pgx.CollectableRow) (Job, error) {

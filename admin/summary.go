@@ -101,16 +101,4 @@ func summarize(ctx context.Context, db jobinfo.DB, k *Kind, lim limits.Kind, wai
 
 // summarySQL counts the rows of each state in one pass (count(*) FILTER), and the two ages in
 // microseconds, never negative.
-func summarySQL(k *Kind) string {
-	waiting := stateCond("t", jobinfo.StateWaiting)
-	due := waiting + " AND " + dueCond("t")
-	micros := "coalesce(greatest((extract(epoch FROM now() - %s) * 1000000)::bigint, 0), 0)"
-	return fmt.Sprintf(`SELECT count(*) FILTER (WHERE %[1]s), count(*) FILTER (WHERE %[2]s),
-	count(*) FILTER (WHERE %[3]s), count(*) FILTER (WHERE %[4]s), count(*) FILTER (WHERE %[5]s),
-	%[6]s, %[7]s
-FROM %[8]s t`, waiting, due, stateCond("t", jobinfo.StateRunning), stateCond("t", jobinfo.StateProcessed),
-		stateCond("t", jobinfo.StateFailed),
-		fmt.Sprintf(micros, "min(t.created_at) FILTER (WHERE "+waiting+")"),
-		fmt.Sprintf(micros, "min(COALESCE(t.process_after, t.created_at)) FILTER (WHERE "+due+")"),
-		table(k))
-}
+func summarySQL(k *Kind) string { return k.statements().Summary }

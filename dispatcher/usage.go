@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobpipe/jobpipe/internal/kindsql"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/limits"
 )
@@ -47,9 +48,8 @@ func ReadUsage(ctx context.Context, db jobinfo.DB, info *jobinfo.Info) (Usage, e
 		return Usage{}, fmt.Errorf("dispatcher: usage of %q: %w", info.Name, err)
 	}
 	u := Usage{Kind: info.Name, MaxRunning: stored.EffectiveMaxRunning()}
-	table := info.Table.Sanitize()
-	err = db.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s t WHERE %[2]s), (SELECT count(*) FROM %[1]s t WHERE %[3]s)`,
-		table, runningCond, waitingCond)).Scan(&u.Running, &u.Remaining)
+	counts, keysAtLimit := kindsql.Usage(info, MaxKeysAtLimit)
+	err = db.QueryRow(ctx, counts).Scan(&u.Running, &u.Remaining)
 	if err != nil || len(info.Key) == 0 {
 		return u, wrapUsage(info, err)
 	}
@@ -57,12 +57,7 @@ func ReadUsage(ctx context.Context, db jobinfo.DB, info *jobinfo.Info) (Usage, e
 	if stored.KeyLimit != nil {
 		keyLimit = *stored.KeyLimit
 	}
-	rows, err := db.Query(ctx, fmt.Sprintf(`SELECT r.key, r.n, x.lim FROM (
-	SELECT %[1]s AS key, count(*) AS n FROM %[2]s t WHERE %[3]s GROUP BY 1) r
-CROSS JOIN LATERAL (SELECT coalesce((SELECT CASE WHEN l.paused THEN 0 ELSE coalesce(l.key_limit, $2) END
-	FROM jobpipe_key_limits l WHERE l.kind = $1 AND l.key_value = r.key), $2) AS lim) x
-WHERE r.n >= x.lim
-ORDER BY r.n DESC, r.key LIMIT %[4]d`, info.KeyText("t"), table, runningCond, MaxKeysAtLimit), info.Name, keyLimit)
+	rows, err := db.Query(ctx, keysAtLimit, info.Name, keyLimit)
 	if err != nil {
 		return u, wrapUsage(info, err)
 	}

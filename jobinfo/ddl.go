@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobpipe/jobpipe/internal/states"
 )
 
 // CreateStatements returns the statements that create the kind's table, its indexes, and its row in the
@@ -37,31 +39,31 @@ func (s TableSpec) CreateStatements() ([]string, error) {
 		stmts = append(stmts, fmt.Sprintf(
 			"-- until-executed uniqueness: at most one never-started job per unique key\n"+
 				"CREATE UNIQUE INDEX %s ON %s (%s) NULLS NOT DISTINCT\n    WHERE %s",
-			ident(base+"_unique_waiting"), t, identList(s.Unique), condNeverRun))
+			ident(base+"_unique_waiting"), t, identList(s.Unique), states.NeverRan("")))
 	}
 	stmts = append(stmts, fmt.Sprintf(
 		"-- dispatch: waiting jobs in the kind's order\n"+
 			"CREATE INDEX %s ON %s (%s)\n    WHERE %s",
-		ident(base+"_ready"), t, strings.Join(s.orderColumns(), ", "), condWaiting))
+		ident(base+"_ready"), t, strings.Join(s.orderColumns(), ", "), states.Waiting("")))
 	if len(s.Key) > 0 {
 		stmts = append(stmts, fmt.Sprintf(
 			"-- dispatch: the head of each key, the first waiting job in the kind's order\n"+
 				"CREATE INDEX %s ON %s (%s, %s)\n    WHERE %s",
-			ident(base+"_key_ready"), t, identList(s.Key), strings.Join(s.orderColumns(), ", "), condWaiting))
+			ident(base+"_key_ready"), t, identList(s.Key), strings.Join(s.orderColumns(), ", "), states.Waiting("")))
 	}
 	stmts = append(stmts, fmt.Sprintf(
 		"-- wake-ups: the next scheduled time\n"+
 			"CREATE INDEX %s ON %s (process_after)\n    WHERE process_after IS NOT NULL AND %s",
-		ident(base+"_scheduled"), t, condWaiting))
+		ident(base+"_scheduled"), t, states.Waiting("")))
 	if len(s.Key) > 0 {
 		stmts = append(stmts, fmt.Sprintf(
 			"-- running limits: the database refuses a second claim of one slot of a key\n"+
 				"CREATE UNIQUE INDEX %s ON %s (%s, lock_slot) NULLS NOT DISTINCT\n    WHERE %s",
-			ident(base+"_running_slots"), t, identList(s.Key), condRunning))
+			ident(base+"_running_slots"), t, identList(s.Key), states.Running("")))
 	}
 	stmts = append(stmts,
 		fmt.Sprintf("-- rescue: running jobs by lease expiry\nCREATE INDEX %s ON %s (lease_expires_at)\n    WHERE %s",
-			ident(base+"_lease"), t, condRunning),
+			ident(base+"_lease"), t, states.Running("")),
 		s.registryUpsert(),
 	)
 	return stmts, nil

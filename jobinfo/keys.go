@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobpipe/jobpipe/internal/states"
 )
 
 // A kind's unique fields and concurrency key live in three places: the struct's tags, the table's
@@ -31,7 +33,7 @@ func (i *Info) uniqueProblems(idx []dbIndex) []string {
 	found := false
 	for _, x := range idx {
 		switch {
-		case x.pred != parsedNeverRun:
+		case x.pred != states.NeverRanDeparsed():
 		case sameColumns(x.columns, i.Unique):
 			found = found || x.nullsNotDistinct
 		default:
@@ -42,7 +44,7 @@ func (i *Info) uniqueProblems(idx []dbIndex) []string {
 	if len(i.Unique) > 0 && !found && len(problems) == 0 {
 		problems = append(problems, fmt.Sprintf(
 			"the until-executed unique index is missing: CREATE UNIQUE INDEX ON %s (%s) NULLS NOT DISTINCT WHERE %s",
-			i.Table.Sanitize(), identList(i.Unique), condNeverRun))
+			i.Table.Sanitize(), identList(i.Unique), states.NeverRan("")))
 	}
 	return problems
 }
@@ -52,7 +54,7 @@ func (i *Info) keyProblems(idx []dbIndex) []string {
 	var problems []string
 	found := false
 	for _, x := range idx {
-		if x.pred != parsedRunning || !slices.Contains(x.columns, "lock_slot") {
+		if x.pred != states.RunningDeparsed() || !slices.Contains(x.columns, "lock_slot") {
 			continue
 		}
 		key := slices.DeleteFunc(slices.Clone(x.columns), func(c string) bool { return c == "lock_slot" })
@@ -65,7 +67,7 @@ func (i *Info) keyProblems(idx []dbIndex) []string {
 	if len(i.Key) > 0 && !found && len(problems) == 0 {
 		problems = append(problems, fmt.Sprintf(
 			"the running-slots index is missing: CREATE UNIQUE INDEX ON %s (%s, lock_slot) NULLS NOT DISTINCT WHERE %s",
-			i.Table.Sanitize(), identList(i.Key), condRunning))
+			i.Table.Sanitize(), identList(i.Key), states.Running("")))
 	}
 	return problems
 }

@@ -1,5 +1,7 @@
 package jobinfo
 
+import "github.com/jobpipe/jobpipe/internal/states"
+
 // PipelineColumn is a column every kind's table has besides its data columns.
 type PipelineColumn struct {
 	// Name is the column name.
@@ -63,36 +65,27 @@ const (
 // States lists every state in lifecycle order.
 var States = []State{StateWaiting, StateRunning, StateProcessed, StateFailed}
 
-// Conditions on the pipeline columns. They are also the partial-index predicates, written the way
-// PostgreSQL deparses them so that Check can compare an existing index with what CreateSQL writes.
-const (
-	condWaiting     = "lease_expires_at IS NULL AND processed_at IS NULL AND failed_at IS NULL"
-	condNeverRun    = "started_at IS NULL AND processed_at IS NULL AND failed_at IS NULL"
-	condRunning     = "lease_expires_at IS NOT NULL"
-	parsedNeverRun  = "((started_at IS NULL) AND (processed_at IS NULL) AND (failed_at IS NULL))"
-	parsedWaiting   = "((lease_expires_at IS NULL) AND (processed_at IS NULL) AND (failed_at IS NULL))"
-	parsedRunning   = "(lease_expires_at IS NOT NULL)"
-	condProcessed   = "processed_at IS NOT NULL"
-	condFailed      = "failed_at IS NOT NULL"
-	condNotFinished = "processed_at IS NULL AND failed_at IS NULL"
-)
-
 // StateCondition returns the SQL condition over a kind's table that selects rows in state s, or "" for an
-// unknown state.
-func StateCondition(s State) string {
+// unknown state. The conditions are written by package internal/states, which the partial indexes
+// (CreateSQL) and every statement over a kind's table share.
+func StateCondition(s State) string { return s.Condition("") }
+
+// Condition returns the SQL condition that the row aliased alias ("" for none) is in state s, or "" for
+// an unknown state.
+func (s State) Condition(alias string) string {
 	switch s {
 	case StateWaiting:
-		return condWaiting
+		return states.Waiting(alias)
 	case StateRunning:
-		return condRunning + " AND " + condNotFinished
+		return states.Running(alias) + " AND " + states.NotFinished(alias)
 	case StateProcessed:
-		return condProcessed
+		return states.Processed(alias)
 	case StateFailed:
-		return condFailed
+		return states.Failed(alias)
 	}
 	return ""
 }
 
 // UniqueWaitingCondition is the predicate of the until-executed unique index: rows never started and not
 // finished. Inserts name it in ON CONFLICT so PostgreSQL picks that index as the arbiter.
-const UniqueWaitingCondition = condNeverRun
+var UniqueWaitingCondition = states.NeverRan("")

@@ -1,33 +1,19 @@
 package prune
 
 import (
-	"fmt"
-
+	"github.com/jobpipe/jobpipe/internal/kindsql"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// batchSQL deletes, from the window of the $2 rows after id $1 in id order, the rows finished before
-// their cutoff ($3 seconds ago for processed rows, $4 for failed ones; NULL keeps them). It returns
-// the window's last id (NULL past the table's end), whether any row of the window was created before
-// the later of the cutoffs, and how many processed and failed rows it deleted.
-//
-// Both the window and the DELETE go through the primary key; the DELETE's conditions are evaluated
-// again on a row's latest version if it changed meanwhile (READ COMMITTED re-checks), so a row that
-// went back to waiting, or was claimed, stays.
+// batchSQL deletes the finished rows past their retention in the window of the $2 rows after id $1
+// ($3 and $4: the cutoffs in seconds for processed and failed rows); kindsql.Prune documents it.
 func batchSQL(info *jobinfo.Info) string {
-	return fmt.Sprintf(`WITH win AS (
-	SELECT max(w.id) AS hi, coalesce(bool_or(w.created_at < now() - make_interval(secs => least($3::float8, $4::float8))), false) AS old
-	FROM (SELECT t.id, t.created_at FROM %[1]s t WHERE t.id > $1::int8 ORDER BY t.id LIMIT $2::int8) w
-), gone AS (
-	DELETE FROM %[1]s t WHERE t.id > $1 AND t.id <= (SELECT hi FROM win) AND t.lease_expires_at IS NULL AND (
-		(t.processed_at < now() - make_interval(secs => $3::float8)) OR (t.failed_at < now() - make_interval(secs => $4::float8)))
-	RETURNING t.processed_at IS NOT NULL AS processed
-)
-SELECT (SELECT hi FROM win), (SELECT old FROM win),
-	count(*) FILTER (WHERE processed), count(*) FILTER (WHERE NOT processed) FROM gone`, info.Table.Sanitize())
+	batch, _ := kindsql.Prune(info)
+	return batch
 }
 
 // maxIDSQL reads the highest id, for progress.
 func maxIDSQL(info *jobinfo.Info) string {
-	return fmt.Sprintf(`SELECT coalesce(max(id), 0) FROM %s`, info.Table.Sanitize())
+	_, maxID := kindsql.Prune(info)
+	return maxID
 }

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/jobpipe/jobpipe/internal/kindsql"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -71,59 +71,25 @@ func For(info *jobinfo.Info) *Inserter {
 }
 
 // New builds an Inserter for info without keeping it, for a caller that builds a fresh Info for each
-// request (package admin reads it from the registry each time). Building one costs a few string
-// concatenations.
+// request (package admin reads it from the registry each time). Building one renders its statements
+// from templates: little next to the insert's round trip, but For keeps them where it can.
 func New(info *jobinfo.Info) *Inserter { return newInserter(info) }
 
 func newInserter(info *jobinfo.Info) *Inserter {
-	cols := info.Columns()
-	quoted := make([]string, len(cols))
-	params := make([]string, len(cols))
-	for i, c := range cols {
-		quoted[i] = pgx.Identifier{c}.Sanitize()
-		params[i] = fmt.Sprintf("$%d", i+1)
-	}
-	n := len(cols)
-	base := fmt.Sprintf("INSERT INTO %s AS j (%s, process_after)\nVALUES (%s, COALESCE($%d::timestamptz, now() + $%d::interval))",
-		info.Table.Sanitize(), strings.Join(quoted, ", "), strings.Join(params, ", "), n+1, n+2)
-	const returning = "\nRETURNING id, xmax <> 0 AS duplicate"
 	in := &Inserter{info: info, sql: map[Strategy]string{}, quiet: map[Strategy]string{},
-		copy: append([]string{"id"}, append(cols, "process_after")...)}
-	if len(info.Unique) == 0 {
-		for s := range strategyNames {
-			in.sql[s] = notifying(base+returning, info.Name)
-			in.quiet[s] = base + returning
-		}
-		return in
-	}
-	uniq := make([]string, len(info.Unique))
-	for i, c := range info.Unique {
-		uniq[i] = pgx.Identifier{c}.Sanitize()
-	}
-	conflict := fmt.Sprintf("\nON CONFLICT (%s) WHERE %s DO UPDATE SET ", strings.Join(uniq, ", "), jobinfo.UniqueWaitingCondition)
-	var data []string
-	for _, q := range quoted {
-		data = append(data, q+" = EXCLUDED."+q)
-	}
-	sets := map[Strategy]string{
-		// A no-op update rather than DO NOTHING: it locks and returns the waiting row in the same
-		// statement, so the existing id comes back without a second query that could race with a claim.
-		Skip:            "lock_token = j.lock_token",
-		Error:           "lock_token = j.lock_token",
-		Replace:         strings.Join(data, ", ") + ", process_after = EXCLUDED.process_after, updated_at = now()",
-		ReplaceData:     strings.Join(data, ", ") + ", updated_at = now()",
-		ReplaceSchedule: "process_after = EXCLUDED.process_after, updated_at = now()",
-	}
-	for s, set := range sets {
-		in.sql[s] = notifying(base+conflict+set+returning, info.Name)
-		in.quiet[s] = base + conflict + set + returning
+		copy: append([]string{"id"}, append(info.Columns(), "process_after")...)}
+	for s, dup := range duplicates {
+		in.sql[s] = kindsql.Insert(info, dup, NotifyChannel)
+		in.quiet[s] = kindsql.Insert(info, dup, "")
 	}
 	return in
 }
 
-// notifying wraps an insert so that committing it wakes the dispatchers of the kind (see NotifyChannel).
-func notifying(insert, kind string) string {
-	return "WITH ins AS (" + insert + ")\nSELECT ins.id, ins.duplicate FROM ins, " + notifyCall(kind) + " AS n"
+// duplicates says what each strategy does to the waiting duplicate in the insert statement; Error
+// learns from the statement's result that there was one.
+var duplicates = map[Strategy]kindsql.Duplicate{
+	Skip: kindsql.KeepDuplicate, Error: kindsql.KeepDuplicate, Replace: kindsql.ReplaceDuplicate,
+	ReplaceData: kindsql.ReplaceDuplicateData, ReplaceSchedule: kindsql.ReplaceDuplicateSchedule,
 }
 
 func notifyCall(kind string) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/internal/states"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -69,8 +70,8 @@ func (s *session) account(ctx context.Context, table pgx.Identifier, led *ledger
 	a := accounting{Jobs: jobs, EarlyLocal: earlyLocal}
 	t := table.Sanitize()
 	var distinct int64
-	err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE processed_at IS NOT NULL),
-		count(*) FILTER (WHERE failed_at IS NOT NULL), count(*) FILTER (WHERE attempts_made > 1),
+	err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE `+states.Processed("")+`),
+		count(*) FILTER (WHERE `+states.Failed("")+`), count(*) FILTER (WHERE attempts_made > 1),
 		count(*) FILTER (WHERE started_at < process_after), count(DISTINCT n) FROM `+t).
 		Scan(&a.Rows, &a.Processed, &a.Failed, &a.Retried, &a.EarlyDB, &distinct)
 	if err != nil {
@@ -140,8 +141,8 @@ func (a accounting) resultPairs(r *Report) {
 func (s *session) accountStopped(ctx context.Context, table pgx.Identifier, led *ledger, jobs int64,
 	mustRun func(n int64) bool) (a accounting, waiting int64, err error) {
 	a = accounting{Jobs: jobs}
-	rows, err := s.db.Query(ctx, `SELECT n, processed_at IS NOT NULL, failed_at IS NOT NULL,
-		lease_expires_at IS NOT NULL, attempts_made, coalesce(started_at < process_after, false) FROM `+table.Sanitize())
+	rows, err := s.db.Query(ctx, `SELECT n, `+states.Processed("")+`, `+states.Failed("")+`,
+		`+states.Running("")+`, attempts_made, coalesce(started_at < process_after, false) FROM `+table.Sanitize())
 	if err != nil {
 		return a, 0, fmt.Errorf("checking the table: %w", err)
 	}

@@ -3,11 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobpipe/jobpipe/internal/heads"
+	"github.com/jobpipe/jobpipe/internal/kindsql"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -104,28 +104,4 @@ func queryHeads(ctx context.Context, tx pgx.Tx, sql string, args ...any) (chosen
 // like the dispatcher's statements. Unlike the dispatcher's key scan it does not sort the heads in the
 // kind's order across keys (jobpipe promises order within a key only): it serves keys in key
 // order, so its cost is O($1 + keys skipped) rather than O(keys).
-func skipScanSQL(info *jobinfo.Info) string {
-	table := info.Table.Sanitize()
-	var tcols, hcols, same []string
-	for _, k := range info.Key {
-		c := pgx.Identifier{k}.Sanitize()
-		tcols, hcols = append(tcols, "t."+c), append(hcols, "h."+c)
-		same = append(same, fmt.Sprintf("e.%s = t.%s", c, c))
-	}
-	tkey, hkey := strings.Join(tcols, ", "), strings.Join(hcols, ", ")
-	waiting := "t.lease_expires_at IS NULL AND t.processed_at IS NULL AND t.failed_at IS NULL"
-	due, order := "(t.process_after IS NULL OR t.process_after <= now())", "t.id"
-	if info.Order == jobinfo.OrderProcessAfter {
-		due, order = "COALESCE(t.process_after, t.created_at) <= now()", "COALESCE(t.process_after, t.created_at), t.id"
-	}
-	return fmt.Sprintf(`WITH RECURSIVE h AS (
-	(SELECT %[2]s, t.id FROM %[1]s t WHERE %[5]s ORDER BY %[2]s, %[7]s LIMIT 1)
-	UNION ALL
-	SELECT n.* FROM h CROSS JOIN LATERAL (
-		SELECT %[2]s, t.id FROM %[1]s t WHERE %[5]s AND (%[2]s) > (%[3]s) ORDER BY %[2]s, %[7]s LIMIT 1) n
-)
-SELECT t.id, %[4]s FROM h JOIN %[1]s t ON t.id = h.id
-WHERE %[6]s AND (SELECT count(*) FROM %[1]s e WHERE %[8]s AND e.lease_expires_at IS NOT NULL) < $2
-LIMIT $1
-FOR UPDATE OF t SKIP LOCKED`, table, tkey, hkey, info.KeyText("t"), waiting, due, order, strings.Join(same, " AND "))
-}
+func skipScanSQL(info *jobinfo.Info) string { return kindsql.SkipScan(info) }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobpipe/jobpipe/internal/states"
 )
 
 // jobTimes holds when each job's handler began and ended (Unix ns, local clock), by the job's n.
@@ -51,7 +53,7 @@ func (d durations) String() string { return fmt.Sprintf("%.2f / %.2f / %.2f ms",
 // jobPath reads every processed job's started_at and processed_at and sets them against the
 // handler's times.
 func (s *session) jobPath(ctx context.Context, table pgx.Identifier, t *jobTimes) (jobPath, error) {
-	rows, err := s.db.Query(ctx, "SELECT n, started_at, processed_at FROM "+table.Sanitize()+" WHERE processed_at IS NOT NULL")
+	rows, err := s.db.Query(ctx, "SELECT n, started_at, processed_at FROM "+table.Sanitize()+" WHERE "+states.Processed(""))
 	if err != nil {
 		return jobPath{}, fmt.Errorf("reading the jobs' times: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/internal/states"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -282,7 +283,7 @@ func (s *session) latencyTimes(ctx context.Context, kind *jobinfo.Kind[plainJob]
 	var db latencyDB
 	rows, err := s.db.Query(ctx, `SELECT n, (extract(epoch FROM started_at - created_at) * 1e6)::bigint,
 		(extract(epoch FROM processed_at - created_at) * 1e6)::bigint, processed_at
-		FROM `+kind.Info().Table.Sanitize()+` WHERE processed_at IS NOT NULL`)
+		FROM `+kind.Info().Table.Sanitize()+` WHERE `+states.Processed(""))
 	if err != nil {
 		return db, fmt.Errorf("reading the jobs' times: %w", err)
 	}

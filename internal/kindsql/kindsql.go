@@ -1,0 +1,144 @@
+// Package kindsql writes the statements over a kind's table: the inserts, the dispatcher's claims,
+// finishes, rescue and counts, the heads pass of keyed kinds, prune's deletes, the operators' reads
+// and actions (package admin) and the bench's alternatives. Each is a
+// named template with named fields, rendered once per kind from sanitised identifiers; the state
+// conditions come from package internal/states. A change to a pipeline column or a state is made
+// here, and TestStatementsExplain checks every statement against a real table.
+package kindsql
+
+import (
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobpipe/jobpipe/internal/states"
+	"github.com/jobpipe/jobpipe/jobinfo"
+)
+
+// funcs are the state conditions, by alias, as templates call them: {{waiting "t"}}.
+var funcs = template.FuncMap{
+	"waiting":      states.Waiting,
+	"running":      states.Running,
+	"stillRunning": states.StillRunning,
+	"notRunning":   states.NotRunning,
+	"notFinished":  states.NotFinished,
+	"neverRan":     states.NeverRan,
+	"processed":    states.Processed,
+	"failed":       states.Failed,
+	// The states by name, and admin's pieces over them.
+	"state":     state,
+	"stateCase": stateCase,
+	"dueAt":     dueAt,
+}
+
+// parse parses the statements of one file as templates named by their keys, sharing funcs.
+func parse(set *template.Template, texts map[string]string) *template.Template {
+	for name, text := range texts {
+		template.Must(set.New(name).Parse(text))
+	}
+	return set
+}
+
+// statements holds every template of the package.
+var statements = template.New("kindsql").Funcs(funcs)
+
+// render executes the template name over data. The templates are fixed and their data built here, so
+// an error is a bug of this package, which its tests find.
+func render(name string, data any) string {
+	var b strings.Builder
+	if err := statements.ExecuteTemplate(&b, name, data); err != nil {
+		panic(fmt.Sprintf("kindsql: rendering %s: %v", name, err))
+	}
+	return b.String()
+}
+
+// kind is what the templates know of a kind: its sanitised identifiers, and the pieces of SQL that
+// depend on its key, unique fields and order, by the alias of its table in the statement.
+type kind struct {
+	info *jobinfo.Info
+	// Table is the kind's table, sanitised (schema-qualified when configured).
+	Table string
+	// Name is the kind's name as a string literal.
+	Name string
+	// Keyed is whether the kind has a concurrency key; Unique, whether it has until-executed unique
+	// fields.
+	Keyed, Unique     bool
+	data, key, unique []string
+}
+
+func newKind(info *jobinfo.Info) *kind {
+	return &kind{info: info, Table: info.Table.Sanitize(), Name: quote(info.Name),
+		Keyed: len(info.Key) > 0, Unique: len(info.Unique) > 0,
+		data: sanitized(info.Columns()), key: sanitized(info.Key), unique: sanitized(info.Unique)}
+}
+
+// Order is the kind's order over the row aliased a, as ORDER BY lists it.
+func (k *kind) Order(a string) string {
+	if k.info.Order == jobinfo.OrderProcessAfter {
+		return fmt.Sprintf("COALESCE(%[1]s.process_after, %[1]s.created_at), %[1]s.id", a)
+	}
+	return a + ".id"
+}
+
+// Due is the condition that the row aliased a is due. Under process_after order it is written over the
+// order's expression, so that the ready index serves it.
+func (k *kind) Due(a string) string {
+	if k.info.Order == jobinfo.OrderProcessAfter {
+		return fmt.Sprintf("COALESCE(%[1]s.process_after, %[1]s.created_at) <= now()", a)
+	}
+	return fmt.Sprintf("(%[1]s.process_after IS NULL OR %[1]s.process_after <= now())", a)
+}
+
+// Columns lists the data columns, named through alias a ("" for none).
+func (k *kind) Columns(a string) string { return list(a, k.data) }
+
+// KeyCols lists the key columns, named through alias a ("" for none).
+func (k *kind) KeyCols(a string) string { return list(a, k.key) }
+
+// UniqueCols lists the unique columns.
+func (k *kind) UniqueCols() string { return list("", k.unique) }
+
+// KeyText is the key of the row aliased a as text, as limits and locks name keys.
+func (k *kind) KeyText(a string) string { return k.info.KeyText(a) }
+
+// SameKey is the condition that rows a and b have the same key.
+func (k *kind) SameKey(a, b string) string {
+	same := make([]string, len(k.key))
+	for i, c := range k.key {
+		same[i] = fmt.Sprintf("%s.%s = %s.%s", a, c, b, c)
+	}
+	return strings.Join(same, " AND ")
+}
+
+// SameUnique is the condition that rows a and b have equal unique fields, NULLs equal as in the
+// until-executed unique index.
+func (k *kind) SameUnique(a, b string) string {
+	same := make([]string, len(k.unique))
+	for i, c := range k.unique {
+		same[i] = fmt.Sprintf("%s.%s IS NOT DISTINCT FROM %s.%s", a, c, b, c)
+	}
+	return strings.Join(same, " AND ")
+}
+
+func list(a string, cols []string) string {
+	if a == "" {
+		return strings.Join(cols, ", ")
+	}
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = a + "." + c
+	}
+	return strings.Join(out, ", ")
+}
+
+func sanitized(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = pgx.Identifier{n}.Sanitize()
+	}
+	return out
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
