@@ -33,6 +33,7 @@ type claimed struct {
 
 // claim takes up to n due jobs of the kind, within its limits.
 func (k *kindRunner) claim(ctx context.Context, n int) (claims []*claimed, err error) {
+	k.due = dueReading{} // only this claim's reading may arm the due timer (see armDueTimer)
 	lim, err := k.currentLimits(ctx)
 	if err != nil || lim.halted() {
 		return nil, err

@@ -144,3 +144,51 @@ func TestShortClaimFromTheMiddleLooksAtTheFront(t *testing.T) {
 		return d.Stats().Processed == 9, nil
 	})
 }
+
+// The due timer is armed from the next due time as the last claim read it, never an older reading:
+// here a claim reads it (an hour away) and takes a job, a job due shortly is enqueued while that job
+// runs, and the claim after the job's end must arm the timer for it. PollInterval is an hour, so only
+// the timer can start it.
+func TestDueTimerFollowsTheLatestReading(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[plainJob]("due_reading")
+	createKind(t, b.db, kind)
+	if _, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: 1}, dispatcher.ProcessIn(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan int64, 3), make(chan struct{})
+	cfg := b.cfg
+	cfg.PollInterval, cfg.Concurrency, cfg.ClaimBatch = time.Hour, 1, 1
+	b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(_ context.Context, j *dispatcher.Job[plainJob]) error {
+			started <- j.Data.N
+			if j.Data.N == 2 {
+				<-release
+			}
+			return nil
+		})
+	})
+	if _, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-started; n != 2 {
+		t.Fatalf("job %d started first, want 2", n)
+	}
+	if _, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: 3}, dispatcher.ProcessIn(1500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	// Past fullClaimEvery, the claim after job 2 reads the whole index and, finding nothing due, arms
+	// the timer rather than looking again at once.
+	time.Sleep(1200 * time.Millisecond)
+	close(release)
+	select {
+	case n := <-started:
+		if n != 3 {
+			t.Fatalf("job %d started, want 3", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job due in 1.5 s did not start within 10 s: the due timer was armed from a stale reading")
+	}
+}
