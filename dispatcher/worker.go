@@ -163,7 +163,9 @@ func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobE
 		k.observeFinish(out, held, err, lost, ran)
 		return nil
 	}
+	keeping := k.keepLock(lock)
 	held, next := k.finishAndContinue(c, out, errText, delay, c.slot)
+	keeping()
 	k.observeFinish(out, held, err, lost, ran)
 	if next != nil && !k.lockFor(next, lock) {
 		// Stop began while the next job was claimed, or the run's lock is lost: it goes back to wait,
@@ -177,14 +179,45 @@ func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobE
 	return next
 }
 
+// keepLock renews a key run's lock while the finish that may continue the run waits for the
+// database, every half HeartbeatInterval, and returns the function that stops it. No job's heartbeat
+// runs then, and a finish held up by a loaded database would otherwise outlast the lock, ending the
+// run and giving its next job back.
+func (k *kindRunner) keepLock(lock *execlock.Lock) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(k.d.cfg.HeartbeatInterval / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(k.d.jobsCtx, k.d.cfg.HeartbeatInterval)
+				err := lock.Extend(ctx)
+				cancel()
+				if err != nil {
+					return // lockFor finds out, and the run ends
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
 // lockFor reports whether the run may start next under lock: not once Stop has begun, and not with
-// a lock that would run out before next's first heartbeat renews it (a finish that waited for the
-// database, with no heartbeat meanwhile) unless an extension succeeds.
+// a lock that could run out before next's heartbeats or the finish after it renew it (a job shorter
+// than a HeartbeatInterval renews nothing), unless an extension succeeds.
 func (k *kindRunner) lockFor(next *claimed, lock *execlock.Lock) bool {
 	if k.d.jobsCtx.Err() != nil {
 		return false
 	}
-	if time.Until(lock.Until()) > k.d.cfg.HeartbeatInterval {
+	if time.Until(lock.Until()) > 2*k.d.cfg.HeartbeatInterval {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(k.d.jobsCtx, k.d.cfg.HeartbeatInterval)
