@@ -370,7 +370,9 @@ func TestKeyRunsOfSlotKeys(t *testing.T) {
 	enqueueSeq(t, b, kind, order...)
 	w := newKeyWatch()
 	cfg := b.cfg
-	cfg.Concurrency = 500
+	// 500 workers finish in batches that wait for a database shared with the rest of the suite: the
+	// lease must outlast a slow finish, or the rescuer takes jobs whose outcome is on its way.
+	cfg.Concurrency, cfg.LeaseTTL, cfg.LeaderTTL = 500, 10*time.Second, 10*time.Second
 	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
 		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
 			w.enter(j.Data.BlogID, j.Data.Seq)
