@@ -8,7 +8,7 @@ import (
 	"github.com/jobpipe/jobpipe/dispatcher"
 )
 
-// drainTarget is the target for drain and steady on a 2-core machine, in jobs/s.
+// drainTarget is the throughput drain and steady aim for on a 2-core machine, in jobs a second.
 const drainTarget = 30_000
 
 // runDrain pre-inserts Jobs no-op jobs of a plain kind, then times the dispatchers working them all.

@@ -33,7 +33,7 @@ const (
 	maxCallers = 32
 )
 
-// latencyCallers is how many callers enqueue at rate jobs/s.
+// latencyCallers is how many callers share the enqueues at the given rate.
 func latencyCallers(rate int) int {
 	return min(maxCallers, max(minCallers, (rate+callerRate-1)/callerRate))
 }
@@ -206,7 +206,7 @@ func (s *session) producerPool(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// enqueueAtRate enqueues jobs 0 to jobs-1 (made by mk) on the schedule of rate jobs/s: job n falls
+// enqueueAtRate enqueues jobs 0 to jobs-1 (made by mk) on the schedule of the given rate: job n falls
 // due n/rate after the start and is handed to the first free caller, one per connection of pool. It
 // returns the time from the start until the last Enqueue returned.
 func enqueueAtRate[T any](ctx context.Context, pool *pgxpool.Pool, rate int, kind *jobinfo.Kind[T], w *latencyWatch, jobs int64,

@@ -9,7 +9,7 @@ import (
 	"github.com/jobpipe/jobpipe/dispatcher"
 )
 
-// uniqueTargets are the targets for unique, in jobs/s, by Redis node count.
+// uniqueTargets are the throughputs unique aims for, in jobs a second, by Redis node count.
 var uniqueTargets = map[int]int{1: 15_000, 3: 10_000}
 
 // keyWatch checks, as the handlers see it, that no two jobs of a key run at once and that each key's

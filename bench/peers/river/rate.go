@@ -21,7 +21,7 @@ import (
 // offered the same way, measured the same way. The schedule, the callers and the measures below
 // mirror jobpipe's, so that the two RESULT lines compare.
 
-// Insert callers: jobpipe's latency and rate run one caller per rateCallerRate jobs/s, from
+// Insert callers: jobpipe's latency and rate run one caller for each rateCallerRate of the rate, from
 // minCallers to maxCallers, each with a connection of its own: an insert is a round trip and a
 // commit, which under load takes many times the interval between two jobs.
 const (
@@ -41,7 +41,7 @@ var ratePayload = strings.Repeat("0123456789abcdef", ratePayloadBytes/16)
 // then and not counted in the window.
 const rateSettle = 1100 * time.Millisecond
 
-// rateCallers is how many callers insert at rate jobs/s.
+// rateCallers is how many callers share the inserts at the given rate.
 func rateCallers(rate int) int {
 	return min(maxCallers, max(minCallers, (rate+rateCallerRate-1)/rateCallerRate))
 }

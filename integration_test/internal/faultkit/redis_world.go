@@ -290,7 +290,7 @@ func (e *RedisWorld) LogSeries(t *testing.T, w Phases) {
 }
 
 // RecoveryAfter is how long after from the throughput of ledgerKind's calls ("" for the keyed kind) first
-// reached want jobs/s over a window of a second: the start of the first such window (windows start
+// reached the rate want over a window of a second: the start of the first such window (windows start
 // every 50 ms from from on, and end before to), or -1 if none did.
 func RecoveryAfter(t *testing.T, db *pgxpool.Pool, ledgerKind string, from, to time.Time, want float64) time.Duration {
 	t.Helper()
