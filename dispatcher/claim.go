@@ -31,22 +31,23 @@ type claimed struct {
 	queueLock    *execlock.Lock
 }
 
-// claim takes up to n due jobs of the kind, within its limits.
-func (k *kindRunner) claim(ctx context.Context, n int) (claims []*claimed, err error) {
-	k.due = dueReading{} // only this claim's reading may arm the due timer (see armDueTimer)
+// claim takes up to n due jobs of the kind, within its limits, and reports when the kind's next
+// scheduled job falls due if it read that on the way (see claimPlainReadingDue).
+func (k *kindRunner) claim(ctx context.Context, n int) (claims []*claimed, due dueReading, err error) {
 	lim, err := k.currentLimits(ctx)
 	if err != nil || lim.halted() {
-		return nil, err
+		return nil, due, err
 	}
 	if !k.keyed && lim.maxRunning == nil {
 		if !k.claimWasFull {
 			return k.claimPlainReadingDue(ctx, n)
 		}
-		return k.claimPlain(ctx, k.d.db, n)
+		claims, err = k.claimPlain(ctx, k.d.db, n)
+		return claims, due, err
 	}
 	tx, err := k.d.db.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
+		return nil, due, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}
 	defer func() {
 		if err != nil {
@@ -56,7 +57,7 @@ func (k *kindRunner) claim(ctx context.Context, n int) (claims []*claimed, err e
 	}()
 	if lim.maxRunning != nil {
 		if n, err = k.budget(ctx, tx, n); err != nil {
-			return nil, err
+			return nil, due, err
 		}
 	}
 	switch {
@@ -67,14 +68,14 @@ func (k *kindRunner) claim(ctx context.Context, n int) (claims []*claimed, err e
 		claims, err = k.claimPlain(ctx, tx, n)
 	}
 	if err != nil {
-		return nil, err
+		return nil, due, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		// The queue locks of a claim that did not commit are released; their jobs stay waiting.
 		k.releaseQueueLocks(claims)
-		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
+		return nil, due, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}
-	return claims, nil
+	return claims, due, nil
 }
 
 func (k *kindRunner) leaseSeconds() float64 { return k.d.cfg.LeaseTTL.Seconds() }
@@ -102,7 +103,7 @@ func (k *kindRunner) claimPlain(ctx context.Context, db querier, n int) ([]*clai
 // when the kind's next scheduled job falls due (see armDueTimer). It is for a kind without a backlog,
 // whose claims mostly fall short and are followed by that read: a statement and a transaction per
 // claim fewer, which at a moderate rate is one per job.
-func (k *kindRunner) claimPlainReadingDue(ctx context.Context, n int) (claims []*claimed, err error) {
+func (k *kindRunner) claimPlainReadingDue(ctx context.Context, n int) (claims []*claimed, due dueReading, err error) {
 	from := k.plainClaimFrom()
 	b := &pgx.Batch{}
 	b.Queue(k.sql.claimPlain, n, k.leaseSeconds(), k.d.cfg.NodeName, from)
@@ -113,7 +114,6 @@ func (k *kindRunner) claimPlainReadingDue(ctx context.Context, n int) (claims []
 	if err == nil {
 		claims, err = k.scanClaimed(rows, sent)
 	}
-	var due dueReading
 	if err == nil {
 		err = br.QueryRow().Scan(&due.next, &due.now)
 	}
@@ -122,12 +122,11 @@ func (k *kindRunner) claimPlainReadingDue(ctx context.Context, n int) (claims []
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
+		return nil, dueReading{}, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
 	}
 	due.read = true
-	k.due = due
 	k.claimedPlain(from, claims, sent)
-	return claims, nil
+	return claims, due, nil
 }
 
 // dueReading is when the kind's next scheduled job falls due (next, nil when none waits for its

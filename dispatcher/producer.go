@@ -39,7 +39,7 @@ func (k *kindRunner) produce(ctx context.Context) {
 		}
 		unserved = want <= 0
 		if want > 0 {
-			got, err := k.claimAndStart(ctx, want)
+			got, reading, err := k.claimAndStart(ctx, want)
 			if ctx.Err() != nil {
 				return
 			}
@@ -61,7 +61,7 @@ func (k *kindRunner) produce(ctx context.Context) {
 				continue
 			default:
 				retryWait = claimRetryFirst
-				k.armDueTimer(ctx, due)
+				k.armDueTimer(ctx, due, reading)
 			}
 		}
 		// A worker that frees up matters only when due jobs may be left over: a backlog, or a wake-up
@@ -173,14 +173,14 @@ func (k *kindRunner) maxFinishing() int {
 	return max(cap(k.sem), maxFinishBatch)
 }
 
-func (k *kindRunner) claimAndStart(ctx context.Context, n int) (int, error) {
+func (k *kindRunner) claimAndStart(ctx context.Context, n int) (int, dueReading, error) {
 	start := time.Now()
 	// A pass that has begun completes even if Stop comes meanwhile: a claim whose commit raced with a
 	// cancellation could be committed yet reported as failed, and its jobs left leased with nobody
 	// running them. Stop waits for the pass, and then for the jobs it started.
 	passCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.d.cfg.LeaseTTL)
 	defer cancel()
-	claims, err := k.claim(passCtx, n)
+	claims, due, err := k.claim(passCtx, n)
 	k.d.logger.Debug("dispatcher: claim pass", "kind", k.info.Name, "wanted", n, "claimed", len(claims), "took", time.Since(start))
 	for _, c := range claims {
 		k.sem <- struct{}{}
@@ -188,14 +188,12 @@ func (k *kindRunner) claimAndStart(ctx context.Context, n int) (int, error) {
 		go k.work(c)
 	}
 	k.d.stats.claimed.Add(int64(len(claims)))
-	return len(claims), err
+	return len(claims), due, err
 }
 
 // armDueTimer sets the timer to the next scheduled job's time, so it starts on time without polling.
-// The last claim may have read it already (see claimPlainReadingDue).
-func (k *kindRunner) armDueTimer(ctx context.Context, timer *time.Timer) {
-	due := k.due
-	k.due = dueReading{}
+// The claim just made may have read it already (see claimPlainReadingDue).
+func (k *kindRunner) armDueTimer(ctx context.Context, timer *time.Timer, due dueReading) {
 	if !due.read {
 		err := k.d.db.QueryRow(ctx, k.sql.nextDueAndNow).Scan(&due.next, &due.now)
 		if err != nil {

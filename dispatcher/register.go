@@ -60,8 +60,6 @@ type kindRunner struct {
 	// claimedFrom is where the last claim of a plain kind started: above 0, it skipped the front of
 	// the index, where a job committed after a higher id may wait.
 	claimedFrom int64
-	// due is when the next scheduled job falls due, as the last claim read it; the producer's.
-	due dueReading
 
 	// claimLinger bounds the producer's wait for a full claim's worth of free workers (see linger),
 	// claimGather its wait before a claim without a backlog (see gather).
