@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/jobpipe/jobpipe/execlock"
@@ -163,9 +164,9 @@ func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobE
 		k.observeFinish(out, held, err, lost, ran)
 		return nil
 	}
-	keeping := k.keepLock(lock)
+	stopKeeping := k.keepLock(lock)
 	held, next := k.finishAndContinue(c, out, errText, delay, c.slot)
-	keeping()
+	stopKeeping()
 	k.observeFinish(out, held, err, lost, ran)
 	if next != nil && !k.lockFor(next, lock) {
 		// Stop began while the next job was claimed, or the run's lock is lost: it goes back to wait,
@@ -182,31 +183,29 @@ func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobE
 // keepLock renews a key run's lock while the finish that may continue the run waits for the
 // database, every half HeartbeatInterval, and returns the function that stops it. No job's heartbeat
 // runs then, and a finish held up by a loaded database would otherwise outlast the lock, ending the
-// run and giving its next job back.
+// run and giving its next job back. Most finishes end before the first renewal, and cost only a timer.
 func (k *kindRunner) keepLock(lock *execlock.Lock) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(k.d.cfg.HeartbeatInterval / 2)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				ctx, cancel := context.WithTimeout(k.d.jobsCtx, k.d.cfg.HeartbeatInterval)
-				err := lock.Extend(ctx)
-				cancel()
-				if err != nil {
-					return // lockFor finds out, and the run ends
-				}
-			}
+	every := k.d.cfg.HeartbeatInterval / 2
+	var mu sync.Mutex // guards t and stopped
+	var t *time.Timer
+	stopped := false
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		ctx, cancel := context.WithTimeout(k.d.jobsCtx, k.d.cfg.HeartbeatInterval)
+		err := lock.Extend(ctx) // on failure lockFor finds out, and the run ends
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && !stopped {
+			t.Reset(every)
 		}
-	}()
+	})
 	return func() {
-		close(done)
-		<-stopped
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }
 
