@@ -15,7 +15,7 @@ import (
 // finishReq is one job's outcome on its way to the database.
 type finishReq struct {
 	id, token int64
-	out       outcome
+	out       rowWrite
 	errText   string
 	delay     time.Duration
 	held      chan bool // receives whether the fence held (the row was this attempt's)
@@ -312,7 +312,7 @@ func (k *kindRunner) finishNotifies(batch []finishReq) bool {
 		return true
 	}
 	for _, r := range batch {
-		if r.out != outProcessed && r.out != outFailed || k.keyed && r.next == nil {
+		if r.out != writeProcessed && r.out != writeFailed || k.keyed && r.next == nil {
 			return true
 		}
 	}
@@ -320,14 +320,14 @@ func (k *kindRunner) finishNotifies(batch []finishReq) bool {
 }
 
 // finishOne records c's outcome, waits until it is written, and reports whether the row accepted it.
-func (k *kindRunner) finishOne(c *claimed, out outcome, errText string, delay time.Duration) bool {
+func (k *kindRunner) finishOne(c *claimed, out rowWrite, errText string, delay time.Duration) bool {
 	held, _ := k.finishAndContinue(c, out, errText, delay, -1)
 	return held
 }
 
 // finishAndContinue records c's outcome like finishOne and, when slot is not -1, claims the next job
 // of c's key on that slot in the same statement (see finishRunSQL); next is nil when none was claimed.
-func (k *kindRunner) finishAndContinue(c *claimed, out outcome, errText string, delay time.Duration, slot int) (held bool, next *claimed) {
+func (k *kindRunner) finishAndContinue(c *claimed, out rowWrite, errText string, delay time.Duration, slot int) (held bool, next *claimed) {
 	req := finishReq{id: c.id, token: c.token, out: out, errText: errText, delay: delay, held: make(chan bool, 1), slot: slot}
 	if slot >= 0 {
 		req.next = make(chan *claimed, 1)
@@ -337,11 +337,9 @@ func (k *kindRunner) finishAndContinue(c *claimed, out outcome, errText string, 
 		next = <-req.next
 	}
 	if held := <-req.held; !held {
-		k.d.stats.staleFinishes.Add(1)
 		k.d.logger.Info("dispatcher: the job's row had moved on; its outcome was not recorded",
 			"kind", k.info.Name, "id", c.id, "outcome", out.String())
 		return false, nil
 	}
-	k.d.stats.count(out)
 	return true, next
 }

@@ -65,7 +65,6 @@ func (r *running) lose(cause error) error {
 	defer r.lostMu.Unlock()
 	if r.lost == nil {
 		r.lost = fmt.Errorf("%w: %w", ErrLeaseLost, cause)
-		r.k.d.stats.leasesLost.Add(1)
 		r.cancel(r.lost)
 		r.setBehind(false) // nothing left to renew
 	}

@@ -149,12 +149,14 @@ func (k *kindRunner) observeStart(c *claimed) {
 	k.obs.JobStarted(max(c.startedAt.Sub(due), 0))
 }
 
-// observeFinish reports the end of an attempt: out is what was written, held whether the row
-// accepted it, err what the handler returned, lost why the lease was lost (nil if it was not) and ran
-// how long the handler ran.
-func (k *kindRunner) observeFinish(out outcome, held bool, err, lost error, ran time.Duration) {
+// ended counts the end of an attempt in Stats and reports it to the observer, as one Outcome: out is
+// what was written, held whether the row accepted it, err what the handler returned, lost why the
+// lease was lost (nil if it was not) and ran how long the handler ran.
+func (k *kindRunner) ended(out rowWrite, held bool, err, lost error, ran time.Duration) {
+	o := observed(out, held, err, lost)
+	k.d.stats.ended[o].Add(1)
 	if k.obs != nil {
-		k.obs.JobFinished(observed(out, held, err, lost), ran)
+		k.obs.JobFinished(o, ran)
 	}
 }
 
@@ -175,21 +177,21 @@ func elapsed(started time.Time) time.Duration {
 	return time.Since(started)
 }
 
-// observed is the Outcome an observer sees for what the finisher wrote.
-func observed(out outcome, held bool, err, lost error) Outcome {
+// observed is the Outcome of an attempt whose finish wrote out: the one place where the two meet.
+func observed(out rowWrite, held bool, err, lost error) Outcome {
 	var discard *DiscardError
 	switch {
 	case lost != nil:
 		return OutcomeLeaseLost
 	case !held:
 		return OutcomeStale
-	case (out == outRetry || out == outFailed) && errors.Is(err, ErrTimeout):
+	case (out == writeRetry || out == writeFailed) && errors.Is(err, ErrTimeout):
 		return OutcomeTimedOut
-	case out == outFailed && errors.As(err, &discard):
+	case out == writeFailed && errors.As(err, &discard):
 		return OutcomeDiscarded
 	}
-	return [...]Outcome{outProcessed: OutcomeProcessed, outRetry: OutcomeRetried, outFailed: OutcomeFailed,
-		outSnooze: OutcomeSnoozed, outRunAgain: OutcomeRunAgain, outRelease: OutcomeReleased}[out]
+	return [...]Outcome{writeProcessed: OutcomeProcessed, writeRetry: OutcomeRetried, writeFailed: OutcomeFailed,
+		writeSnooze: OutcomeSnoozed, writeRunAgain: OutcomeRunAgain, writeRelease: OutcomeReleased}[out]
 }
 
 // observeLock reports one lock attempt (TryQueue, TryExec), to the kind's lock watch (lockCalled)

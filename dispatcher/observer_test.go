@@ -124,7 +124,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	rec := newRecorder()
 	cfg := b.cfg
 	cfg.Observer = rec
-	b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
 		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[plainJob]) error {
 			mu.Lock()
 			seen[j.ID]++
@@ -171,10 +171,26 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 		return total >= 12, nil
 	})
 	got, _ := rec.outcomes("observed")
+	// Stats counts the same outcomes the observer sees, and they add up to the claimed jobs.
+	st := d.Stats()
+	counted := map[dispatcher.Outcome]int64{
+		dispatcher.OutcomeProcessed: st.Processed, dispatcher.OutcomeRetried: st.Retried, dispatcher.OutcomeFailed: st.Failed,
+		dispatcher.OutcomeDiscarded: st.Discarded, dispatcher.OutcomeSnoozed: st.Snoozed, dispatcher.OutcomeRunAgain: st.RunAgain,
+		dispatcher.OutcomeReleased: st.Released, dispatcher.OutcomeLeaseLost: st.LeasesLost, dispatcher.OutcomeStale: st.StaleFinishes,
+		dispatcher.OutcomeTimedOut: st.TimedOut,
+	}
+	var total int64
 	for _, o := range dispatcher.Outcomes() {
 		if got[o] != want[o] {
 			t.Errorf("outcome %s: observed %d, want %d (all: %v)", o, got[o], want[o], got)
 		}
+		if counted[o] != int64(want[o]) {
+			t.Errorf("outcome %s: Stats counts %d, want %d (stats: %+v)", o, counted[o], want[o], st)
+		}
+		total += counted[o]
+	}
+	if total != st.Claimed {
+		t.Errorf("Stats counts %d outcomes for %d claimed jobs; want one each", total, st.Claimed)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

@@ -63,19 +63,20 @@ var (
 	ErrTimeout = errors.New("dispatcher: the job ran past its timeout")
 )
 
-// outcome is what the finisher writes for one job.
-type outcome int16
+// rowWrite is what a finish writes to a job's row, in the finish statement's own codes (see
+// queries.go). It is not an outcome: an attempt's Outcome follows from its rowWrite, whether the row
+// accepted it, and why the attempt ended (see observed), and Stats and the Observer count that.
+type rowWrite int16
 
-// The numbers are part of the finish statement (see queries.go).
 const (
-	outProcessed outcome = 0 // done
-	outRetry     outcome = 1 // failed this attempt; waits delay, attempts left
-	outFailed    outcome = 2 // failed for good
-	outSnooze    outcome = 3 // waits delay; attempt not counted
-	outRunAgain  outcome = 4 // done, and the next run enqueued delay from now
-	outRelease   outcome = 5 // never ran (lock refused, shutdown before start): back to waiting, not counted
+	writeProcessed rowWrite = 0 // done
+	writeRetry     rowWrite = 1 // failed this attempt; waits delay, attempts left
+	writeFailed    rowWrite = 2 // failed for good
+	writeSnooze    rowWrite = 3 // waits delay; attempt not counted
+	writeRunAgain  rowWrite = 4 // done, and the next run enqueued delay from now
+	writeRelease   rowWrite = 5 // never ran (lock refused, shutdown before start): back to waiting, not counted
 )
 
-func (o outcome) String() string {
+func (o rowWrite) String() string {
 	return [...]string{"processed", "retry", "failed", "snooze", "run-again", "release"}[o]
 }

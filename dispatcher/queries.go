@@ -15,14 +15,14 @@ type kindSQL struct {
 // pipelineColumns is how many columns a claim returns before the data columns (see scanClaimed).
 const pipelineColumns = kindsql.ReturnedPipelineColumns
 
-// outcomes are the outcome numbers the finish statements are written with.
-var outcomes = kindsql.Outcomes{
-	Processed: int(outProcessed), Retry: int(outRetry), Failed: int(outFailed),
-	Snooze: int(outSnooze), RunAgain: int(outRunAgain), Release: int(outRelease),
+// writeCodes are the numbers the finish statements name each rowWrite by.
+var writeCodes = kindsql.WriteCodes{
+	Processed: int(writeProcessed), Retry: int(writeRetry), Failed: int(writeFailed),
+	Snooze: int(writeSnooze), RunAgain: int(writeRunAgain), Release: int(writeRelease),
 }
 
 func buildSQL(info *jobinfo.Info) kindSQL {
-	s := kindsql.ForDispatcher(info, outcomes, uniqueness.NotifyChannel)
+	s := kindsql.ForDispatcher(info, writeCodes, uniqueness.NotifyChannel)
 	return kindSQL{claimPlain: s.ClaimPlain, countRunning: s.CountRunning, countDue: s.CountDue, busySlots: s.BusySlots,
 		claimIDs: s.ClaimIDs, finish: s.Finish, extend: s.Extend, nextDueAndNow: s.NextDueAndNow, rescue: s.Rescue}
 }

@@ -11,16 +11,16 @@ type Stats struct {
 	// Claimed is how many jobs it claimed; RunClaimed how many of them key runs claimed as their
 	// predecessor's outcome was written (see Config.KeyRunJobs).
 	Claimed, RunClaimed int64
-	// Processed, Retried, Failed, Snoozed, RunAgain and Released count recorded outcomes.
-	Processed, Retried, Failed, Snoozed, RunAgain, Released int64
-	// StaleFinishes counts outcomes not recorded because the row had moved on (its token changed).
-	StaleFinishes int64
-	// LeasesLost counts jobs whose lease or execution lock was lost while they ran.
-	LeasesLost int64
-	// TimedOut counts attempts that ran past their kind's timeout and ended as a retry (or failed)
-	// for it; Abandoned counts handlers the workers stopped waiting for, HandlerGrace after their
-	// context ended (a timeout, a lost lease, or Stop's deadline).
-	TimedOut, Abandoned int64
+	// The next ten count ended attempts by their Outcome, the one an Observer is told: every claimed
+	// job's attempt ends in exactly one of them, so once the dispatcher has stopped they add up to
+	// Claimed. Processed counts OutcomeProcessed, Retried OutcomeRetried, and so on; a timed-out
+	// attempt counts in TimedOut only, whether it is retried or failed.
+	Processed, Retried, Failed, Discarded, Snoozed, RunAgain, Released int64
+	// LeasesLost counts OutcomeLeaseLost, StaleFinishes OutcomeStale and TimedOut OutcomeTimedOut.
+	LeasesLost, StaleFinishes, TimedOut int64
+	// Abandoned counts handlers the workers stopped waiting for, HandlerGrace after their context
+	// ended (a timeout, a lost lease, or Stop's deadline); their attempts end with an Outcome too.
+	Abandoned int64
 	// ClaimsRefused counts jobs whose claim the database refused or left out although Redis granted
 	// their slot: the slot was taken meanwhile (or forgotten by a Redis node), or an earlier job of
 	// the key was still waiting. The jobs stay waiting for a later pass.
@@ -39,26 +39,23 @@ type Stats struct {
 }
 
 type stats struct {
-	claimed, runClaimed, staleFinishes, leasesLost, claimsRefused, rescued atomic.Int64
-	timedOut, abandoned                                                    atomic.Int64
-	outcomes                                                               [6]atomic.Int64
+	claimed, runClaimed, claimsRefused, rescued, abandoned atomic.Int64
+	ended                                                  [numOutcomes]atomic.Int64 // by Outcome
 	// maintenance by the leader: schedules and pruning
 	scheduleFired, scheduleSkipped, prunedProcessed, prunedFailed atomic.Int64
 }
 
-func (s *stats) count(o outcome) { s.outcomes[o].Add(1) }
-
 func (s *stats) snapshot(locker *execlock.Locker) Stats {
-	o := func(x outcome) int64 { return s.outcomes[x].Load() }
+	o := func(x Outcome) int64 { return s.ended[x].Load() }
 	var locks execlock.Stats
 	if locker != nil {
 		locks = locker.Stats()
 	}
 	return Stats{
-		Claimed: s.claimed.Load(), RunClaimed: s.runClaimed.Load(), Processed: o(outProcessed), Retried: o(outRetry), Failed: o(outFailed),
-		Snoozed: o(outSnooze), RunAgain: o(outRunAgain), Released: o(outRelease),
-		StaleFinishes: s.staleFinishes.Load(), LeasesLost: s.leasesLost.Load(),
-		TimedOut: s.timedOut.Load(), Abandoned: s.abandoned.Load(),
+		Claimed: s.claimed.Load(), RunClaimed: s.runClaimed.Load(),
+		Processed: o(OutcomeProcessed), Retried: o(OutcomeRetried), Failed: o(OutcomeFailed), Discarded: o(OutcomeDiscarded),
+		Snoozed: o(OutcomeSnoozed), RunAgain: o(OutcomeRunAgain), Released: o(OutcomeReleased),
+		LeasesLost: o(OutcomeLeaseLost), StaleFinishes: o(OutcomeStale), TimedOut: o(OutcomeTimedOut), Abandoned: s.abandoned.Load(),
 		ClaimsRefused: s.claimsRefused.Load(), Rescued: s.rescued.Load(), Locks: locks,
 		ScheduleFired: s.scheduleFired.Load(), ScheduleSkipped: s.scheduleSkipped.Load(),
 		PrunedProcessed: s.prunedProcessed.Load(), PrunedFailed: s.prunedFailed.Load(),

@@ -79,9 +79,6 @@ func (a *attempt) abandon() {
 	cause := context.Cause(a.ctx)
 	grace := k.d.cfg.HandlerGrace
 	k.d.stats.abandoned.Add(1)
-	if errors.Is(cause, ErrTimeout) {
-		k.d.stats.timedOut.Add(1)
-	}
 	k.d.logger.Warn("dispatcher: the handler did not return after its context ended; the worker stopped waiting for it and its goroutine runs on",
 		"kind", k.info.Name, "id", c.id, "attempt", c.attempt, "cause", cause, "grace", grace)
 	// decide names a shutdown or a lost lease itself; a timeout is named here, as timedOut does.
@@ -96,14 +93,14 @@ func (a *attempt) abandon() {
 	}
 	out, errText, delay := k.decide(c, err, lost, cause)
 	held := k.finishOne(c, out, errText, delay)
-	k.observeFinish(out, held, err, lost, elapsed(a.started))
+	k.ended(out, held, err, lost, elapsed(a.started))
 	k.finishing.Add(-1) // what work's deferred clean-up does for a handler that returned
 	k.workerFreed()
 	k.d.workers.Done()
 }
 
-// timedOut makes the error a handler returned after its timeout passed say so, logs it, and counts
-// it. Other errors, and the outcomes a handler asks for (Snooze, Discard, RunAgain), are left as they
+// timedOut makes the error a handler returned after its timeout passed say so, and logs it; the
+// attempt's Outcome is then OutcomeTimedOut (see observed). Other errors, and the outcomes a handler asks for (Snooze, Discard, RunAgain), are left as they
 // are: a handler that returns nil after its deadline has done its work.
 func (k *kindRunner) timedOut(ctx context.Context, c *claimed, err error) error {
 	cause := context.Cause(ctx)
@@ -113,7 +110,6 @@ func (k *kindRunner) timedOut(ctx context.Context, c *claimed, err error) error 
 	if !errors.Is(err, ErrTimeout) { // not the cause itself, returned as it was
 		err = fmt.Errorf("%w: %w", cause, err)
 	}
-	k.d.stats.timedOut.Add(1)
 	k.d.logger.Warn("dispatcher: the job ran past its timeout", "kind", k.info.Name, "id", c.id,
 		"attempt", c.attempt, "timeout", k.timeout, "err", err)
 	return err

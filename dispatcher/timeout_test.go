@@ -103,7 +103,7 @@ func TestTimeoutRetriesTheJobAndFreesItsKey(t *testing.T) {
 	if got := readJobRow(t, b.db, "post_sync", second.ID); got != (jobRow{Attempts: 1, Processed: true}) {
 		t.Errorf("the key's next job: %+v", got)
 	}
-	if st := d.Stats(); st.TimedOut != 1 || st.Retried != 1 || st.Processed != 1 || st.Abandoned != 0 || st.Failed != 0 {
+	if st := d.Stats(); st.TimedOut != 1 || st.Retried != 0 || st.Processed != 1 || st.Abandoned != 0 || st.Failed != 0 {
 		t.Errorf("stats %+v", st)
 	}
 	if got, _ := rec.outcomes("post_sync"); fmt.Sprint(got) != fmt.Sprint(map[dispatcher.Outcome]int{dispatcher.OutcomeProcessed: 1, dispatcher.OutcomeTimedOut: 1}) {
@@ -177,9 +177,9 @@ func TestHandlerIgnoringItsTimeoutCannotKeepItsKey(t *testing.T) {
 			// Counted once each outcome's write has returned, which may be a moment after it committed.
 			waitFor(t, "both outcomes counted", 10*time.Second, func() (bool, error) {
 				st := d.Stats()
-				return st.Retried+st.Processed == 2, nil
+				return st.TimedOut+st.Processed == 2, nil
 			})
-			if st := d.Stats(); st.Abandoned != 1 || st.TimedOut != 1 || st.Retried != 1 || st.Processed != 1 {
+			if st := d.Stats(); st.Abandoned != 1 || st.TimedOut != 1 || st.Retried != 0 || st.Processed != 1 {
 				t.Errorf("stats %+v", st)
 			}
 			warns := logs.at(slog.LevelWarn)
@@ -253,7 +253,7 @@ func TestNilAfterTheDeadline(t *testing.T) {
 			want, stats := jobRow{Attempts: 1, Processed: true}, dispatcher.Stats{Claimed: 1, Processed: 1}
 			if txMode {
 				want = jobRow{Attempts: 1, LastError: "dispatcher: the job ran past its timeout of 200ms", Waits: time.Hour}
-				stats = dispatcher.Stats{Claimed: 1, Retried: 1, TimedOut: 1}
+				stats = dispatcher.Stats{Claimed: 1, TimedOut: 1}
 			}
 			if got := readJobRow(t, b.db, "late_job", job.ID); got != want {
 				t.Errorf("job: %+v, want %+v", got, want)

@@ -25,7 +25,7 @@ func (k *kindRunner) work(c *claimed) {
 		if abandoned {
 			return // abandon did all this when it stopped waiting for the handler
 		}
-		k.freeSlot(c) // if no outcome was written: a RegisterTx success
+		k.freeSlot(c) // if no rowWrite was written: a RegisterTx success
 		k.finishing.Add(-1)
 		k.workerFreed() // the bound on outcomes being written has room again (see produce)
 		k.d.workers.Done()
@@ -34,8 +34,8 @@ func (k *kindRunner) work(c *claimed) {
 	if c.decodeErr != nil {
 		k.releaseQueueLock(c)
 		k.freeSlot(c)
-		held := k.finishOne(c, outFailed, fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr), 0)
-		k.observeFinish(outFailed, held, nil, nil, 0)
+		held := k.finishOne(c, writeFailed, fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr), 0)
+		k.ended(writeFailed, held, nil, nil, 0)
 		return
 	}
 	var lock *execlock.Lock
@@ -47,8 +47,8 @@ func (k *kindRunner) work(c *claimed) {
 			// claim back, and let the job wait a moment rather than be claimed again at once.
 			k.d.logger.Info("dispatcher: no execution lock; the job goes back to wait", "kind", k.info.Name, "id", c.id, "err", err)
 			k.freeSlot(c)
-			held := k.finishOne(c, outRelease, "", releaseDelay)
-			k.observeFinish(outRelease, held, nil, nil, 0)
+			held := k.finishOne(c, writeRelease, "", releaseDelay)
+			k.ended(writeRelease, held, nil, nil, 0)
 			return
 		}
 		// The execution lock guards the job from here: the queue lock goes while the handler runs,
@@ -68,10 +68,15 @@ func (k *kindRunner) work(c *claimed) {
 		}
 		// The run goes on: the next job takes over c's place in k.sem.
 		c.slotFreed, c = true, next
-		k.d.stats.claimed.Add(1)
-		k.d.stats.runClaimed.Add(1)
-		k.observeStart(c)
+		k.claimedByRun(c)
 	}
+}
+
+// claimedByRun counts and observes a job a key run claimed, as claimAndStart does the jobs of a claim.
+func (k *kindRunner) claimedByRun(c *claimed) {
+	k.d.stats.claimed.Add(1)
+	k.d.stats.runClaimed.Add(1)
+	k.observeStart(c)
 }
 
 // execLock takes the execution lock of c's slot. A lock found taken is tried again for a few
@@ -113,7 +118,7 @@ func (k *kindRunner) runOne(c *claimed, lock *execlock.Lock, run *keyRun) (next 
 	run.jobs++
 	if c.decodeErr != nil {
 		// A job of the run that does not decode fails without running, and the run goes on.
-		return k.endJob(c, lock, run, jobEnd{out: outFailed, errText: fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr)}), false
+		return k.endJob(c, lock, run, jobEnd{out: writeFailed, errText: fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr)}), false
 	}
 	ctx, cancel := context.WithCancelCause(k.d.jobsCtx)
 	defer cancel(nil)
@@ -132,8 +137,7 @@ func (k *kindRunner) runOne(c *claimed, lock *execlock.Lock, run *keyRun) (next 
 		// Committed in the handler's transaction, before any loss of the lease could matter.
 		k.releaseExecLock(lock)
 		out, _, _ := committedOutcome(err)
-		k.d.stats.count(out)
-		k.observeFinish(out, true, err, nil, ran)
+		k.ended(out, true, err, nil, ran)
 		return nil, false
 	}
 	out, errText, delay := k.decide(c, err, lost, context.Cause(ctx))
@@ -142,7 +146,7 @@ func (k *kindRunner) runOne(c *claimed, lock *execlock.Lock, run *keyRun) (next 
 
 // jobEnd is how a job's attempt ended: the outcome to record, and what the observer is told.
 type jobEnd struct {
-	out     outcome
+	out     rowWrite
 	errText string
 	delay   time.Duration
 	err     error // the handler's
@@ -161,17 +165,18 @@ func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobE
 		// after, the next job's worker could find the lock still held and have to give its claim back.
 		k.releaseExecLock(lock)
 		held := k.finishOne(c, out, errText, delay)
-		k.observeFinish(out, held, err, lost, ran)
+		k.ended(out, held, err, lost, ran)
 		return nil
 	}
 	stopKeeping := k.keepLock(lock)
 	held, next := k.finishAndContinue(c, out, errText, delay, c.slot)
 	stopKeeping()
-	k.observeFinish(out, held, err, lost, ran)
+	k.ended(out, held, err, lost, ran)
 	if next != nil && !k.lockFor(next, lock) {
 		// Stop began while the next job was claimed, or the run's lock is lost: it goes back to wait,
 		// unrun.
-		k.finishOne(next, outRelease, "", 0)
+		k.claimedByRun(next)
+		k.ended(writeRelease, k.finishOne(next, writeRelease, "", 0), nil, nil, 0)
 		next = nil
 	}
 	if next == nil {
@@ -234,8 +239,8 @@ func (k *kindRunner) lockFor(next *claimed, lock *execlock.Lock) bool {
 // (a retry, a snooze, a new run): the key's later jobs wait behind it. It ends at its fairness budget,
 // so that other keys get their turn at this dispatcher's workers; when the lease or the lock was lost;
 // at Stop; and for a RegisterTx kind, whose outcome commits in the handler's transaction.
-func (k *kindRunner) continueRun(run *keyRun, out outcome, lost error) bool {
-	return k.keyed && !k.txMode && lost == nil && (out == outProcessed || out == outFailed) &&
+func (k *kindRunner) continueRun(run *keyRun, out rowWrite, lost error) bool {
+	return k.keyed && !k.txMode && lost == nil && (out == writeProcessed || out == writeFailed) &&
 		run.jobs < k.d.cfg.KeyRunJobs && time.Since(run.began) < k.d.cfg.KeyRunTime && k.d.jobsCtx.Err() == nil
 }
 
@@ -308,32 +313,32 @@ func (k *kindRunner) callTx(ctx context.Context, c *claimed, r *running) (record
 
 // committedOutcome maps what a TxHandler returned to the outcome committed with its transaction; ok
 // is false for the results whose writes are rolled back (an error, Discard).
-func committedOutcome(err error) (out outcome, delay time.Duration, ok bool) {
+func committedOutcome(err error) (out rowWrite, delay time.Duration, ok bool) {
 	out, _, delay, ok = asked(err)
-	return out, delay, ok && out != outFailed
+	return out, delay, ok && out != writeFailed
 }
 
 // asked maps the results a handler steers its job with (nil, Snooze, Discard, RunAgain) to their
 // outcome; ok is false for any other error.
-func asked(err error) (out outcome, errText string, delay time.Duration, ok bool) {
+func asked(err error) (out rowWrite, errText string, delay time.Duration, ok bool) {
 	var snooze *SnoozeError
 	var discard *DiscardError
 	var again *RunAgainError
 	switch {
 	case err == nil:
-		return outProcessed, "", 0, true
+		return writeProcessed, "", 0, true
 	case errors.As(err, &snooze):
-		return outSnooze, "", snooze.Delay, true
+		return writeSnooze, "", snooze.Delay, true
 	case errors.As(err, &discard):
-		return outFailed, discard.Error(), 0, true
+		return writeFailed, discard.Error(), 0, true
 	case errors.As(err, &again):
-		return outRunAgain, "", again.Delay, true
+		return writeRunAgain, "", again.Delay, true
 	}
 	return 0, "", 0, false
 }
 
 // decide turns the handler's result into the outcome to record.
-func (k *kindRunner) decide(c *claimed, err, lost, cause error) (out outcome, errText string, delay time.Duration) {
+func (k *kindRunner) decide(c *claimed, err, lost, cause error) (out rowWrite, errText string, delay time.Duration) {
 	if lost != nil {
 		// Not done, whatever the handler returned: the job may be running elsewhere already. If the
 		// fence still holds, the row goes back to retry; if not, the finish changes nothing.
@@ -344,14 +349,14 @@ func (k *kindRunner) decide(c *claimed, err, lost, cause error) (out outcome, er
 	}
 	if errors.Is(cause, ErrShutdown) {
 		// Interrupted, not failed: back to wait at once. The attempt stays counted (it started).
-		return outRetry, fmt.Sprintf("%v: %v", ErrShutdown, err), 0
+		return writeRetry, fmt.Sprintf("%v: %v", ErrShutdown, err), 0
 	}
 	return k.retry(c, err)
 }
 
-func (k *kindRunner) retry(c *claimed, err error) (outcome, string, time.Duration) {
+func (k *kindRunner) retry(c *claimed, err error) (rowWrite, string, time.Duration) {
 	if c.attempt >= k.info.MaxAttempts {
-		return outFailed, err.Error(), 0
+		return writeFailed, err.Error(), 0
 	}
-	return outRetry, err.Error(), k.info.Backoff.Delay(c.attempt)
+	return writeRetry, err.Error(), k.info.Backoff.Delay(c.attempt)
 }

@@ -2,9 +2,9 @@ package kindsql
 
 import "github.com/jobpipe/jobpipe/jobinfo"
 
-// Outcomes are the numbers by which the finish statements' $3 names each outcome; the dispatcher
+// WriteCodes are the numbers by which the finish statements' $3 names the change to each row; the dispatcher
 // defines them.
-type Outcomes struct {
+type WriteCodes struct {
 	Processed, Retry, Failed, Snooze, RunAgain, Release int
 }
 
@@ -51,14 +51,14 @@ const ReturnedPipelineColumns = 8
 type dispatcherKind struct {
 	*kind
 	// Out are the outcome numbers; Channel is the notification channel, as a string literal.
-	Out     Outcomes
+	Out     WriteCodes
 	Channel string
 }
 
 // ForDispatcher renders the dispatcher's statements for info; out are the dispatcher's outcome numbers
 // and channel the channel that finishes notify with the kind's name. BusySlots and ClaimIDs are "" for
 // a kind without a key.
-func ForDispatcher(info *jobinfo.Info, out Outcomes, channel string) Dispatcher {
+func ForDispatcher(info *jobinfo.Info, out WriteCodes, channel string) Dispatcher {
 	k := dispatcherKind{kind: newKind(info), Out: out, Channel: quote(channel)}
 	d := Dispatcher{
 		ClaimPlain:    render("claimPlain", k),

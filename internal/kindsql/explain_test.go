@@ -72,7 +72,7 @@ type statement struct {
 
 // statementsOf renders every statement of info, with arguments for EXPLAIN EXECUTE.
 func statementsOf(info *jobinfo.Info) []statement {
-	d := ForDispatcher(info, Outcomes{Processed: 0, Retry: 1, Failed: 2, Snooze: 3, RunAgain: 4, Release: 5}, "jobpipe_enqueued")
+	d := ForDispatcher(info, WriteCodes{Processed: 0, Retry: 1, Failed: 2, Snooze: 3, RunAgain: 4, Release: 5}, "jobpipe_enqueued")
 	counts, keysAtLimit := Usage(info, 100)
 	batch, maxID := Prune(info)
 	name := "'" + info.Name + "'"
