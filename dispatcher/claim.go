@@ -22,7 +22,7 @@ type claimed struct {
 	createdAt    time.Time
 	processAfter *time.Time
 	startedAt    time.Time // the claim's time on the database's clock
-	slotFreed    bool      // its slot in kindRunner.sem was given back (see freeSlot)
+	slotFreed    bool      // its place in the kind's capacity was given back (see releasePlace)
 	slot         int
 	key          string
 	data         any   // *T
@@ -33,21 +33,21 @@ type claimed struct {
 
 // claim takes up to n due jobs of the kind, within its limits, and reports when the kind's next
 // scheduled job falls due if it read that on the way (see claimPlainReadingDue).
-func (k *kindRunner) claim(ctx context.Context, n int) (claims []*claimed, due dueReading, err error) {
-	lim, err := k.currentLimits(ctx)
+func (p *producer) claim(ctx context.Context, n int) (claims []*claimed, due dueReading, err error) {
+	lim, err := p.currentLimits(ctx)
 	if err != nil || lim.halted() {
 		return nil, due, err
 	}
-	if !k.keyed && lim.maxRunning == nil {
-		if !k.claimWasFull {
-			return k.claimPlainReadingDue(ctx, n)
+	if !p.keyed && lim.maxRunning == nil {
+		if !p.claimWasFull {
+			return p.claimPlainReadingDue(ctx, n)
 		}
-		claims, err = k.claimPlain(ctx, k.d.db, n)
+		claims, err = p.claimPlain(ctx, p.sh.db, n)
 		return claims, due, err
 	}
-	tx, err := k.d.db.Begin(ctx)
+	tx, err := p.sh.db.Begin(ctx)
 	if err != nil {
-		return nil, due, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
+		return nil, due, fmt.Errorf("dispatcher: claiming %q jobs: %w", p.info.Name, err)
 	}
 	defer func() {
 		if err != nil {
@@ -56,45 +56,45 @@ func (k *kindRunner) claim(ctx context.Context, n int) (claims []*claimed, due d
 		}
 	}()
 	if lim.maxRunning != nil {
-		if n, err = k.budget(ctx, tx, n); err != nil {
+		if n, err = p.budget(ctx, tx, n); err != nil {
 			return nil, due, err
 		}
 	}
 	switch {
 	case n == 0:
-	case k.keyed:
-		claims, err = k.claimKeyed(ctx, tx, n, lim.keyLimit)
+	case p.keyed:
+		claims, err = p.claimKeyed(ctx, tx, n, lim.keyLimit)
 	default:
-		claims, err = k.claimPlain(ctx, tx, n)
+		claims, err = p.claimPlain(ctx, tx, n)
 	}
 	if err != nil {
 		return nil, due, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		// The queue locks of a claim that did not commit are released; their jobs stay waiting.
-		k.releaseQueueLocks(claims)
-		return nil, due, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
+		p.releaseQueueLocks(claims)
+		return nil, due, fmt.Errorf("dispatcher: claiming %q jobs: %w", p.info.Name, err)
 	}
 	return claims, due, nil
 }
 
-func (k *kindRunner) leaseSeconds() float64 { return k.d.cfg.LeaseTTL.Seconds() }
+func (k *kindRunner) leaseSeconds() float64 { return k.sh.cfg.LeaseTTL.Seconds() }
 
 // querier is a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func (k *kindRunner) claimPlain(ctx context.Context, db querier, n int) ([]*claimed, error) {
-	from := k.plainClaimFrom()
+func (p *producer) claimPlain(ctx context.Context, db querier, n int) ([]*claimed, error) {
+	from := p.plainClaimFrom()
 	sent := time.Now()
-	rows, err := db.Query(ctx, k.sql.claimPlain, n, k.leaseSeconds(), k.d.cfg.NodeName, from)
+	rows, err := db.Query(ctx, p.sql.claimPlain, n, p.leaseSeconds(), p.sh.cfg.NodeName, from)
 	if err != nil {
-		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
+		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", p.info.Name, err)
 	}
-	claims, err := k.scanClaimed(rows, sent)
+	claims, err := p.scanClaimed(rows, sent)
 	if err == nil {
-		k.claimedPlain(from, claims, sent)
+		p.claimedPlain(from, claims, sent)
 	}
 	return claims, err
 }
@@ -103,16 +103,16 @@ func (k *kindRunner) claimPlain(ctx context.Context, db querier, n int) ([]*clai
 // when the kind's next scheduled job falls due (see armDueTimer). It is for a kind without a backlog,
 // whose claims mostly fall short and are followed by that read: a statement and a transaction per
 // claim fewer, which at a moderate rate is one per job.
-func (k *kindRunner) claimPlainReadingDue(ctx context.Context, n int) (claims []*claimed, due dueReading, err error) {
-	from := k.plainClaimFrom()
+func (p *producer) claimPlainReadingDue(ctx context.Context, n int) (claims []*claimed, due dueReading, err error) {
+	from := p.plainClaimFrom()
 	b := &pgx.Batch{}
-	b.Queue(k.sql.claimPlain, n, k.leaseSeconds(), k.d.cfg.NodeName, from)
-	b.Queue(k.sql.nextDueAndNow)
+	b.Queue(p.sql.claimPlain, n, p.leaseSeconds(), p.sh.cfg.NodeName, from)
+	b.Queue(p.sql.nextDueAndNow)
 	sent := time.Now()
-	br := k.d.db.SendBatch(ctx, b)
+	br := p.sh.db.SendBatch(ctx, b)
 	rows, err := br.Query()
 	if err == nil {
-		claims, err = k.scanClaimed(rows, sent)
+		claims, err = p.scanClaimed(rows, sent)
 	}
 	if err == nil {
 		err = br.QueryRow().Scan(&due.next, &due.now)
@@ -122,10 +122,10 @@ func (k *kindRunner) claimPlainReadingDue(ctx context.Context, n int) (claims []
 		err = cerr
 	}
 	if err != nil {
-		return nil, dueReading{}, fmt.Errorf("dispatcher: claiming %q jobs: %w", k.info.Name, err)
+		return nil, dueReading{}, fmt.Errorf("dispatcher: claiming %q jobs: %w", p.info.Name, err)
 	}
 	due.read = true
-	k.claimedPlain(from, claims, sent)
+	p.claimedPlain(from, claims, sent)
 	return claims, due, nil
 }
 
@@ -149,43 +149,43 @@ const fullClaimEvery = time.Second
 // that claim got instead: jobs below it were all claimed then, or held by another dispatcher. A job below it that waits again (a retry, a
 // released claim) is found by the next claim from the start, which comes as soon as a claim gets
 // fewer jobs than it asked for, and at least every fullClaimEvery.
-func (k *kindRunner) plainClaimFrom() int64 {
-	if k.info.Order != jobinfo.OrderCreated || !k.claimWasFull || time.Since(k.fullClaimAt) >= fullClaimEvery {
+func (p *producer) plainClaimFrom() int64 {
+	if p.info.Order != jobinfo.OrderCreated || !p.claimWasFull || time.Since(p.fullClaimAt) >= fullClaimEvery {
 		return 0
 	}
-	return k.claimFrom
+	return p.claimFrom
 }
 
 // claimedPlain remembers where the next claim may start (see plainClaimFrom), and whether this one
-// skipped the front of the index (see produce).
-func (k *kindRunner) claimedPlain(from int64, claims []*claimed, at time.Time) {
-	k.claimedFrom = from
+// skipped the front of the index (see producer.run).
+func (p *producer) claimedPlain(from int64, claims []*claimed, at time.Time) {
+	p.claimedFrom = from
 	if from == 0 {
-		k.fullClaimAt = at
+		p.fullClaimAt = at
 	}
 	if len(claims) > 0 {
 		lowest := claims[0].id
 		for _, c := range claims[1:] {
 			lowest = min(lowest, c.id)
 		}
-		k.claimFrom = lowest
+		p.claimFrom = lowest
 	}
 }
 
 // claimKeyed locks the due jobs that may start under their key's limit (see internal/heads), takes a queue
 // lock on a free slot of each key for each of them, and claims the rows whose lock it got, in tx so
 // that other dispatchers skip them. keyLimit is the kind's per-key default.
-func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (claims []*claimed, err error) {
+func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (claims []*claimed, err error) {
 	var locks []*execlock.Lock // queue locks taken, released unless their job is claimed
-	defer func() { k.releaseUnclaimed(ctx, locks, claims) }()
-	heads, _, err := k.heads.pick(ctx, tx, n, keyLimit)
+	defer func() { p.releaseUnclaimed(ctx, locks, claims) }()
+	heads, _, err := p.heads.pick(ctx, tx, n, keyLimit)
 	if err != nil {
 		return nil, err
 	}
-	if err := k.refreshBusy(ctx, tx, heads); err != nil {
+	if err := p.refreshBusy(ctx, tx, heads); err != nil {
 		return nil, err
 	}
-	locks = k.lockHeads(ctx, heads)
+	locks = p.lockHeads(ctx, heads)
 	var got []*execlock.Lock
 	var locked []head
 	var slots []int32
@@ -198,7 +198,7 @@ func (k *kindRunner) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int)
 	if len(locked) == 0 {
 		return nil, nil
 	}
-	claims, err = k.claimIDs(ctx, tx, locked, slots)
+	claims, err = p.claimIDs(ctx, tx, locked, slots)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ const lockParallelism = 16
 // calls, not ten. A queue lock is its key's slot, not its job's, so the m locks a key got go to its
 // first m heads: a later head may not start before an earlier one, and a lock taken by a head that
 // then goes without is its earlier sibling's.
-func (k *kindRunner) lockHeads(ctx context.Context, heads []head) []*execlock.Lock {
+func (p *producer) lockHeads(ctx context.Context, heads []head) []*execlock.Lock {
 	// first[i] is head i's first choice of slot (-1: none free); reserved[key] the first choices of
 	// the key's heads, which the others' fallbacks leave to them.
 	first := make([]int, len(heads))
@@ -246,9 +246,9 @@ func (k *kindRunner) lockHeads(ctx context.Context, heads []head) []*execlock.Lo
 	for range min(lockParallelism, len(heads)) {
 		wg.Go(func() {
 			for i := range next {
-				lock, err := k.lockSlot(ctx, heads[i], first[i], reserved[heads[i].key])
+				lock, err := p.lockSlot(ctx, heads[i], first[i], reserved[heads[i].key])
 				if err != nil {
-					k.d.logger.Debug("dispatcher: no queue lock", "kind", k.info.Name, "key", heads[i].key, "err", err)
+					p.sh.logger.Debug("dispatcher: no queue lock", "kind", p.info.Name, "key", heads[i].key, "err", err)
 					continue
 				}
 				locks[i] = lock
@@ -302,18 +302,18 @@ func firstSlot(h head) int {
 // lockSlot takes the queue lock of a free slot of h's key: first (see firstSlot) when there is one,
 // then, if that is taken or there is none, another free slot in random order, leaving out those
 // reserved as the first choices of the key's other heads in this pass.
-func (k *kindRunner) lockSlot(ctx context.Context, h head, first int, reserved []int) (*execlock.Lock, error) {
+func (p *producer) lockSlot(ctx context.Context, h head, first int, reserved []int) (*execlock.Lock, error) {
 	limit := min(h.limit, execlock.MaxLimit)
 	skip := append(slices.Clone(h.busy), reserved...)
 	if first >= 0 {
-		lock, err := k.d.locker.TryQueue(ctx, k.info.Name, h.key, first)
-		k.observeLock(err)
+		lock, err := p.sh.locker.TryQueue(ctx, p.info.Name, h.key, first)
+		p.observeLock(err)
 		if !errors.Is(err, execlock.ErrTaken) {
 			return lock, err
 		}
 	}
-	lock, err := k.d.locker.TryQueueSlot(ctx, k.info.Name, h.key, limit, skip...)
-	k.observeSlotLock(lock, err, limit, skip)
+	lock, err := p.sh.locker.TryQueueSlot(ctx, p.info.Name, h.key, limit, skip...)
+	p.observeSlotLock(lock, err, limit, skip)
 	return lock, err
 }
 
@@ -329,7 +329,7 @@ func (k *kindRunner) lockSlot(ctx context.Context, h head, first int, reserved [
 // dispatcher started since is one that became waiting ahead of the head in the kind's order after
 // the snapshot: rare, and the claim statement, which reads the running jobs afresh, leaves the head
 // out then, as would the unique index over running slots.
-func (k *kindRunner) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) error {
+func (p *producer) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) error {
 	var ids []int64
 	for i, h := range heads {
 		heads[i].snapBusy = h.busy
@@ -340,9 +340,9 @@ func (k *kindRunner) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) e
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, k.sql.busySlots, ids)
+	rows, err := tx.Query(ctx, p.sql.busySlots, ids)
 	if err != nil {
-		return fmt.Errorf("dispatcher: reading %q slots: %w", k.info.Name, err)
+		return fmt.Errorf("dispatcher: reading %q slots: %w", p.info.Name, err)
 	}
 	busy := make(map[int64][]int, len(heads))
 	var id int64
@@ -356,7 +356,7 @@ func (k *kindRunner) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) e
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("dispatcher: reading %q slots: %w", k.info.Name, err)
+		return fmt.Errorf("dispatcher: reading %q slots: %w", p.info.Name, err)
 	}
 	for i, h := range heads {
 		if h.limit > 1 {
@@ -371,16 +371,16 @@ func (k *kindRunner) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) e
 // out, and so are the later rows of its key (see claimIDsSQL). When the database refuses a slot that commits
 // meanwhile (or that Redis granted although a lock node lost its data: I3), it claims them one at a
 // time and leaves out the refused and the rest of their key.
-func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, heads []head, slots []int32) ([]*claimed, error) {
+func (p *producer) claimIDs(ctx context.Context, tx pgx.Tx, heads []head, slots []int32) ([]*claimed, error) {
 	ids, firsts := make([]int64, len(heads)), make([]int64, len(heads))
 	for i, h := range heads {
 		ids[i], firsts[i] = h.id, h.first
 	}
-	claims, err := k.claimBatch(ctx, tx, ids, slots, firsts)
+	claims, err := p.claimBatch(ctx, tx, ids, slots, firsts)
 	if err == nil && len(claims) < len(ids) {
-		k.d.logger.Info("dispatcher: jobs left waiting: their slot was taken meanwhile, or an earlier job of their key still waits",
-			"kind", k.info.Name, "jobs", len(ids)-len(claims))
-		k.d.stats.claimsRefused.Add(int64(len(ids) - len(claims)))
+		p.sh.logger.Info("dispatcher: jobs left waiting: their slot was taken meanwhile, or an earlier job of their key still waits",
+			"kind", p.info.Name, "jobs", len(ids)-len(claims))
+		p.sh.stats.claimsRefused.Add(int64(len(ids) - len(claims)))
 	}
 	if !isUniqueViolation(err) {
 		return claims, err
@@ -391,14 +391,14 @@ func (k *kindRunner) claimIDs(ctx context.Context, tx pgx.Tx, heads []head, slot
 		if refused[h.key] {
 			continue
 		}
-		one, err := k.claimBatch(ctx, tx, ids[i:i+1], slots[i:i+1], firsts[i:i+1])
+		one, err := p.claimBatch(ctx, tx, ids[i:i+1], slots[i:i+1], firsts[i:i+1])
 		if err != nil && !isUniqueViolation(err) {
 			return nil, err
 		}
 		if len(one) == 0 {
-			k.d.logger.Warn("dispatcher: the database refused a slot Redis granted; the key's jobs wait",
-				"kind", k.info.Name, "id", ids[i], "slot", slots[i])
-			k.d.stats.claimsRefused.Add(1)
+			p.sh.logger.Warn("dispatcher: the database refused a slot Redis granted; the key's jobs wait",
+				"kind", p.info.Name, "id", ids[i], "slot", slots[i])
+			p.sh.stats.claimsRefused.Add(1)
 			refused[h.key] = true
 			continue
 		}
@@ -413,10 +413,10 @@ const claimSavepoint = "jobpipe_claim"
 // claimBatch runs one claim inside a savepoint, so that a refused claim does not abort tx. The
 // savepoint, the claim and the savepoint's release go in one round trip (a pgx batch). When the claim
 // fails, tx is rolled back to the savepoint, in a second round trip, and stays open.
-func (k *kindRunner) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32, firsts []int64) ([]*claimed, error) {
+func (p *producer) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slots []int32, firsts []int64) ([]*claimed, error) {
 	b := &pgx.Batch{}
 	b.Queue("SAVEPOINT " + claimSavepoint)
-	b.Queue(k.sql.claimIDs, ids, slots, k.leaseSeconds(), k.d.cfg.NodeName, firsts)
+	b.Queue(p.sql.claimIDs, ids, slots, p.leaseSeconds(), p.sh.cfg.NodeName, firsts)
 	b.Queue("RELEASE SAVEPOINT " + claimSavepoint)
 	sent := time.Now()
 	br := tx.SendBatch(ctx, b)
@@ -425,7 +425,7 @@ func (k *kindRunner) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slo
 	if err == nil {
 		var rows pgx.Rows
 		if rows, err = br.Query(); err == nil {
-			claims, err = k.scanClaimed(rows, sent)
+			claims, err = p.scanClaimed(rows, sent)
 		}
 	}
 	if err == nil {
@@ -439,19 +439,19 @@ func (k *kindRunner) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slo
 	}
 	// The claim (or the savepoint) failed, and the statements after it with it: undo the claim.
 	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+claimSavepoint); rerr != nil {
-		return nil, errors.Join(err, fmt.Errorf("dispatcher: undoing a refused claim of %q jobs: %w", k.info.Name, rerr))
+		return nil, errors.Join(err, fmt.Errorf("dispatcher: undoing a refused claim of %q jobs: %w", p.info.Name, rerr))
 	}
 	return nil, err
 }
 
 // releaseQueueLocks releases the queue locks of claims that will not run.
-func (k *kindRunner) releaseQueueLocks(claims []*claimed) {
+func (p *producer) releaseQueueLocks(claims []*claimed) {
 	for _, c := range claims {
-		k.releaseQueueLock(c)
+		p.releaseQueueLock(c)
 	}
 }
 
-func (k *kindRunner) releaseUnclaimed(ctx context.Context, locks []*execlock.Lock, claims []*claimed) {
+func (p *producer) releaseUnclaimed(ctx context.Context, locks []*execlock.Lock, claims []*claimed) {
 	kept := map[*execlock.Lock]bool{}
 	for _, c := range claims {
 		kept[c.queueLock] = true

@@ -25,6 +25,23 @@ const (
 // with Register or RegisterTx, then Start; Stop shuts it down gracefully. Any number of dispatchers, in
 // any number of processes, may work the same kinds: they never claim the same job.
 type Dispatcher struct {
+	*shared
+
+	mu        sync.Mutex
+	state     lifecycle
+	kinds     map[string]*kindRunner
+	schedules map[string]*scheduleRunner // added before Start, read-only after (see schedule.go)
+
+	stopLoops  context.CancelFunc      // stops the producers, listener, leader and lock watch
+	loops      sync.WaitGroup          // the producers, listener, leader and lock watch
+	cancelJobs context.CancelCauseFunc // cancels running jobs at Stop's deadline
+}
+
+// shared is what the services of a dispatcher (each kind's producer, workers and finisher, the
+// listener, the leader, the lock watch) share. New and Start set it before any service runs; it is
+// read-only after, and each field is safe for concurrent use. It holds no service's own state: a
+// kind's producer, its workers and its finisher keep theirs in their own types.
+type shared struct {
 	cfg    Config
 	logger *slog.Logger
 	// db is the dispatcher's own pool (Config.DispatcherConns), opened by Start and closed by Stop: its
@@ -35,17 +52,8 @@ type Dispatcher struct {
 	stats   stats
 	// lockWake wakes the lock watch when a kind's lock calls begin to fail (see lockwatch.go).
 	lockWake chan struct{}
-
-	mu        sync.Mutex
-	state     lifecycle
-	kinds     map[string]*kindRunner
-	schedules map[string]*scheduleRunner // added before Start, read-only after (see schedule.go)
-
-	stopLoops  context.CancelFunc      // stops producers, listener and leader
-	loops      sync.WaitGroup          // producers, listener, leader
-	jobsCtx    context.Context         // parent of every job's context
-	cancelJobs context.CancelCauseFunc // cancels running jobs at Stop's deadline
-	workers    sync.WaitGroup          // running jobs
+	jobsCtx  context.Context // parent of every job's context
+	workers  sync.WaitGroup  // running jobs
 	// stopDeadline is closed when Stop's deadline passes: outcomes the database has not taken by then are given up.
 	stopDeadline chan struct{}
 	// unreachableAt is when a statement of this dispatcher last failed to reach the database (Unix
@@ -59,8 +67,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{cfg: cfg, logger: cfg.Logger, kinds: map[string]*kindRunner{}, txConns: newConnBudget(cfg.TxHandlerConns),
-		lockWake: make(chan struct{}, 1), stopDeadline: make(chan struct{})}
+	d := &Dispatcher{kinds: map[string]*kindRunner{}, shared: &shared{cfg: cfg, logger: cfg.Logger,
+		txConns: newConnBudget(cfg.TxHandlerConns), lockWake: make(chan struct{}, 1), stopDeadline: make(chan struct{})}}
 	if len(cfg.Redis) > 0 {
 		locker, err := execlock.New(&execlock.Config{Nodes: cfg.Redis, Prefix: cfg.RedisPrefix,
 			ExecTTL: cfg.LeaseTTL, QueueTTL: cfg.LeaseTTL, NodeName: cfg.NodeName})
@@ -128,26 +136,17 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	for _, k := range d.kinds {
 		k.fin = newFinisher(k)
 		k.fin.start()
-		d.loops.Add(1)
-		go func() {
-			defer d.loops.Done()
-			k.produce(loopCtx)
-		}()
+		d.loops.Go(func() { k.prod.run(loopCtx) })
 	}
 	if !d.cfg.PollOnly {
-		d.loops.Add(1)
-		go func() {
-			defer d.loops.Done()
-			d.listen(loopCtx)
-		}()
+		l := &listener{shared: d.shared, kinds: d.kinds}
+		d.loops.Go(func() { l.run(loopCtx) })
 	}
-	d.loops.Add(1)
-	go func() {
-		defer d.loops.Done()
-		d.lead(loopCtx)
-	}()
+	l := &leader{shared: d.shared, kinds: d.kinds, schedules: d.schedules}
+	d.loops.Go(func() { l.run(loopCtx) })
 	if answers != nil {
-		d.loops.Go(func() { d.watchLocks(loopCtx, answers) })
+		w := &lockWatch{shared: d.shared, kinds: d.kinds}
+		d.loops.Go(func() { w.run(loopCtx, answers) })
 	}
 	if noQuorum != "" {
 		d.logger.Warn("dispatcher: started without a quorum of Redis lock nodes (Config.StartWithoutLockQuorum); keyed jobs wait until a quorum answers",

@@ -153,7 +153,7 @@ func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait 
 // rescuer will retry those jobs.
 func (f *finisher) flush(batch []finishReq) {
 	k := f.k
-	answered := time.Now().Add(k.d.cfg.LeaseTTL) // the bound for errors the database answered with
+	answered := time.Now().Add(k.sh.cfg.LeaseTTL) // the bound for errors the database answered with
 	wait := 50 * time.Millisecond
 	var failing time.Time // since the first failure, if any
 	var warned time.Time
@@ -167,12 +167,12 @@ func (f *finisher) flush(batch []finishReq) {
 		}
 	}()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), k.d.cfg.LeaseTTL)
-		held, err := k.runFinish(ctx, k.d.db, batch)
+		ctx, cancel := context.WithTimeout(context.Background(), k.sh.cfg.LeaseTTL)
+		held, err := k.runFinish(ctx, k.sh.db, batch)
 		cancel()
 		if err == nil {
 			if !failing.IsZero() {
-				k.d.logger.Info("dispatcher: outcomes recorded after the database failed", "kind", k.info.Name, "jobs", len(batch), "failing for", time.Since(failing).Round(time.Millisecond))
+				k.sh.logger.Info("dispatcher: outcomes recorded after the database failed", "kind", k.info.Name, "jobs", len(batch), "failing for", time.Since(failing).Round(time.Millisecond))
 			}
 			for _, r := range batch {
 				if r.next != nil {
@@ -182,7 +182,7 @@ func (f *finisher) flush(batch []finishReq) {
 			}
 			return
 		}
-		k.d.noteReach(err)
+		k.sh.noteReach(err)
 		if failing.IsZero() {
 			failing = time.Now()
 		} else if !holding && unreachable(err) {
@@ -197,7 +197,7 @@ func (f *finisher) flush(batch []finishReq) {
 			reason = "Stop's deadline passed"
 		}
 		if reason != "" {
-			k.d.logger.Error("dispatcher: recording outcomes failed; the rescuer will retry these jobs", "kind", k.info.Name, "jobs", len(batch), "why", reason, "err", err)
+			k.sh.logger.Error("dispatcher: recording outcomes failed; the rescuer will retry these jobs", "kind", k.info.Name, "jobs", len(batch), "why", reason, "err", err)
 			for _, r := range batch {
 				if r.next != nil {
 					r.next <- nil
@@ -208,11 +208,11 @@ func (f *finisher) flush(batch []finishReq) {
 		}
 		if time.Since(warned) >= time.Minute {
 			warned = time.Now()
-			k.d.logger.Warn("dispatcher: recording outcomes failed; retrying", "kind", k.info.Name, "jobs", len(batch), "failing for", time.Since(failing).Round(time.Millisecond), "err", err)
+			k.sh.logger.Warn("dispatcher: recording outcomes failed; retrying", "kind", k.info.Name, "jobs", len(batch), "failing for", time.Since(failing).Round(time.Millisecond), "err", err)
 		}
 		select {
 		case <-time.After(wait):
-		case <-k.d.stopDeadline:
+		case <-k.sh.stopDeadline:
 		}
 		wait = min(2*wait, time.Second)
 	}
@@ -221,7 +221,7 @@ func (f *finisher) flush(batch []finishReq) {
 // pastStopDeadline reports whether Stop's deadline has passed.
 func (f *finisher) pastStopDeadline() bool {
 	select {
-	case <-f.k.d.stopDeadline:
+	case <-f.k.sh.stopDeadline:
 		return true
 	default:
 		return false
@@ -251,7 +251,7 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 		// Planned for its arguments each time rather than once per connection: a generic plan prices
 		// the batch's arrays at ten elements and joins the finished and the claimed rows to them in
 		// nested loops, quadratic in a batch of hundreds (docs/benchmarks.md, "Key runs' finish statement").
-		args = append([]any{pgx.QueryExecModeExec}, append(args, slots, k.info.KeyLimit, k.info.Name, k.leaseSeconds(), k.d.cfg.NodeName)...)
+		args = append([]any{pgx.QueryExecModeExec}, append(args, slots, k.info.KeyLimit, k.info.Name, k.leaseSeconds(), k.sh.cfg.NodeName)...)
 	}
 	sent := time.Now()
 	rows, err := db.Query(ctx, k.sql.finish, args...)
@@ -337,7 +337,7 @@ func (k *kindRunner) finishAndContinue(c *claimed, out rowWrite, errText string,
 		next = <-req.next
 	}
 	if held := <-req.held; !held {
-		k.d.logger.Info("dispatcher: the job's row had moved on; its outcome was not recorded",
+		k.sh.logger.Info("dispatcher: the job's row had moved on; its outcome was not recorded",
 			"kind", k.info.Name, "id", c.id, "outcome", out.String())
 		return false, nil
 	}

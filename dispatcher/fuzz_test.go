@@ -69,7 +69,7 @@ func FuzzDecodeRow(f *testing.F) {
 	}
 	f.Add(uint8(6), true, false, []byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0}) // an interval of 1 day
 	f.Add(uint8(9), true, false, []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 25, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1})
-	d := &Dispatcher{cfg: Config{Concurrency: 1}, kinds: map[string]*kindRunner{}}
+	d := &Dispatcher{shared: &shared{cfg: Config{Concurrency: 1}}, kinds: map[string]*kindRunner{}}
 	kind := jobinfo.MustDefine[fuzzRow]("fuzz_row")
 	if err := Register(d, kind, func(context.Context, *Job[fuzzRow]) error { return nil }); err != nil {
 		f.Fatal(err)

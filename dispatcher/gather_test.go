@@ -6,37 +6,37 @@ import (
 	"time"
 )
 
-// A kind without a backlog waits claimGather before it claims, and drops the wake-ups that came
+// A kind without a backlog waits gatherFor before it claims, and drops the wake-ups that came
 // meanwhile (the claim will see their jobs); one with a backlog does not wait.
 func TestGatherWaitsAndDropsTheWakeUpsOfItsWait(t *testing.T) {
-	k := lingerKind(t, 0)
-	finishJobs(k, 10)
-	k.claimGather = 100 * time.Millisecond
+	p := lingerKind(t, 0)
+	finishJobs(p, 10)
+	p.gatherFor = 100 * time.Millisecond
 	go func() {
 		time.Sleep(20 * time.Millisecond)
-		k.signal()
+		p.signal()
 	}()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	start := time.Now()
-	if free := k.nextClaim(context.Background(), timer); free != 10 {
+	if free := p.nextClaim(context.Background(), timer); free != 10 {
 		t.Fatalf("nextClaim = %d, want 10", free)
 	}
-	if took := time.Since(start); took < k.claimGather {
-		t.Errorf("nextClaim returned after %v; want a wait of %v first", took, k.claimGather)
+	if took := time.Since(start); took < p.gatherFor {
+		t.Errorf("nextClaim returned after %v; want a wait of %v first", took, p.gatherFor)
 	}
 	select {
-	case <-k.wake:
+	case <-p.wake:
 		t.Error("the wake-up sent during the wait is still pending: it would cost a claim that finds nothing")
 	default:
 	}
 
-	k.claimWasFull = true
+	p.claimWasFull = true
 	start = time.Now()
-	if free := k.nextClaim(context.Background(), timer); free != 10 {
+	if free := p.nextClaim(context.Background(), timer); free != 10 {
 		t.Fatalf("nextClaim with a backlog = %d, want 10", free)
 	}
-	if took := time.Since(start); took >= k.claimGather {
+	if took := time.Since(start); took >= p.gatherFor {
 		t.Errorf("nextClaim with a backlog and every worker free took %v; want no wait", took)
 	}
 }

@@ -50,7 +50,7 @@ func newRunning(k *kindRunner, c *claimed, lock *execlock.Lock, cancel context.C
 // until is when the lease runs out after a renewal sent at sent, by the local clock: the row's lease
 // was set from the database's clock after sent, and the lock's validity is what redsync computed.
 func (r *running) until(sent time.Time) time.Time {
-	deadline := sent.Add(r.k.d.cfg.LeaseTTL)
+	deadline := sent.Add(r.k.sh.cfg.LeaseTTL)
 	if r.lock != nil && r.lock.Until().Before(deadline) {
 		deadline = r.lock.Until()
 	}
@@ -105,13 +105,13 @@ func (r *running) heartbeat(ctx context.Context) error {
 	defer cancel()
 	sent := time.Now()
 	var id int64
-	err := r.k.d.db.QueryRow(ctx, r.k.sql.extend, r.id, r.token, r.k.leaseSeconds()).Scan(&id)
+	err := r.k.sh.db.QueryRow(ctx, r.k.sql.extend, r.id, r.token, r.k.leaseSeconds()).Scan(&id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return r.lose(errors.New("the row's token changed: the job was taken back"))
 	case err != nil:
 		// The database did not answer: the lease may still hold, and the watchdog decides.
-		r.k.d.noteReach(err)
+		r.k.sh.noteReach(err)
 		if unreachable(err) && r.failed.Swap(true) {
 			r.setBehind(true)
 		}
@@ -134,7 +134,7 @@ func (r *running) heartbeat(ctx context.Context) error {
 // renewed soon after the database is back, before the kind claims again (see reach.go).
 func (r *running) beat() {
 	defer close(r.done)
-	every := r.k.d.cfg.HeartbeatInterval
+	every := r.k.sh.cfg.HeartbeatInterval
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -155,7 +155,7 @@ func (r *running) beat() {
 				if wasBehind {
 					level = slog.LevelDebug // warned at the first failure already
 				}
-				r.k.d.logger.Log(context.Background(), level, "dispatcher: heartbeat failed", "kind", r.k.info.Name, "id", r.id, "err", err)
+				r.k.sh.logger.Log(context.Background(), level, "dispatcher: heartbeat failed", "kind", r.k.info.Name, "id", r.id, "err", err)
 			}
 			if r.failed.Load() {
 				t.Reset(min(every, time.Second))

@@ -25,7 +25,16 @@ RETURNING holder`
 	resignSQL = `DELETE FROM jobpipe_leaders WHERE name = $1 AND holder = $2`
 )
 
-// lead runs the leader-only maintenance: the rescuer of each registered kind whose lease this node
+// leader does the work one node does for all, each part elected through its own lease: the rescue
+// of expired leases, the schedules and the pruner. Its goroutine (run) starts the schedules' and the
+// pruner's loops and waits for them.
+type leader struct {
+	*shared
+	kinds     map[string]*kindRunner     // read-only
+	schedules map[string]*scheduleRunner // read-only
+}
+
+// run does the leader-only maintenance: the rescuer of each registered kind whose lease this node
 // holds, in this loop; and, in loops of their own, the schedules (leadSchedules, which must fire on
 // time) and the pruner (prunePeriodically, whose runs may be long). Each is elected per kind or per
 // schedule through its own lease in jobpipe_leaders.
@@ -35,32 +44,32 @@ RETURNING holder`
 // touches rows whose lease has expired by the database's clock, and bumps their token so stale
 // writers are fenced; a prune re-checks each row it deletes; a schedule round locks the schedule's row.
 // The leader rescues only once this node has reached the database for a while (the gate: reach.go).
-func (d *Dispatcher) lead(ctx context.Context) {
-	gate := newRescueGate(d.cfg.rescueQuiet(), time.Now())
-	pruning := d.pruneLeases()
+func (l *leader) run(ctx context.Context) {
+	gate := newRescueGate(l.cfg.rescueQuiet(), time.Now())
+	pruning := l.pruneLeases()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	if len(d.schedules) > 0 {
-		wg.Go(func() { d.leadSchedules(ctx) })
+	if len(l.schedules) > 0 {
+		wg.Go(func() { l.leadSchedules(ctx) })
 	}
 	if len(pruning) > 0 {
-		wg.Go(func() { d.prunePeriodically(ctx, pruning) })
+		wg.Go(func() { l.prunePeriodically(ctx, pruning) })
 	}
-	t := time.NewTicker(d.cfg.RescueInterval)
+	t := time.NewTicker(l.cfg.RescueInterval)
 	defer t.Stop()
 	leading := map[string]bool{}
 	for {
 		// Statements run to completion even when Stop comes meanwhile: a lease renewal cancelled on
 		// the client may still commit on the server after the resignation below, leaving a lease
 		// behind. LeaderTTL bounds them.
-		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.LeaderTTL)
-		for name, k := range d.kinds {
-			leading[name] = d.takeLead(round, rescueLease(name), leading[name])
-			if leading[name] && gate.open(time.Now(), d.unreachableAt.Load()) {
-				d.rescueKind(round, k)
+		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.LeaderTTL)
+		for name, k := range l.kinds {
+			leading[name] = l.takeLead(round, rescueLease(name), leading[name])
+			if leading[name] && gate.open(time.Now(), l.unreachableAt.Load()) {
+				l.rescueKind(round, k)
 			}
 			if p := pruning[name]; p != nil {
-				p.Store(d.takeLead(round, pruneLease(name), p.Load()))
+				p.Store(l.takeLead(round, pruneLease(name), p.Load()))
 			}
 		}
 		cancel()
@@ -69,11 +78,11 @@ func (d *Dispatcher) lead(ctx context.Context) {
 			// Hand over at once rather than after LeaderTTL. Every kind's lease, not only those known to be
 			// held: a renewal that timed out may have been committed all the same.
 			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			for name := range d.kinds {
-				_, _ = d.db.Exec(c, resignSQL, rescueLease(name), d.cfg.NodeName)
+			for name := range l.kinds {
+				_, _ = l.db.Exec(c, resignSQL, rescueLease(name), l.cfg.NodeName)
 				if p := pruning[name]; p != nil {
 					p.Store(false)
-					_, _ = d.db.Exec(c, resignSQL, pruneLease(name), d.cfg.NodeName)
+					_, _ = l.db.Exec(c, resignSQL, pruneLease(name), l.cfg.NodeName)
 				}
 			}
 			cancel()
@@ -83,35 +92,35 @@ func (d *Dispatcher) lead(ctx context.Context) {
 	}
 }
 
-func (d *Dispatcher) takeLead(ctx context.Context, lease string, was bool) bool {
+func (l *leader) takeLead(ctx context.Context, lease string, was bool) bool {
 	var holder string
 	sent := time.Now()
-	err := d.db.QueryRow(ctx, takeLeadSQL, lease, d.cfg.NodeName, d.cfg.LeaderTTL.Seconds()).Scan(&holder)
+	err := l.db.QueryRow(ctx, takeLeadSQL, lease, l.cfg.NodeName, l.cfg.LeaderTTL.Seconds()).Scan(&holder)
 	leading := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		d.noteReach(err)
+		l.noteReach(err)
 		if ctx.Err() == nil {
-			d.logger.Warn("dispatcher: leader election failed", "lease", lease, "err", err)
+			l.logger.Warn("dispatcher: leader election failed", "lease", lease, "err", err)
 		}
-	} else if time.Since(sent) > d.cfg.HeartbeatInterval {
+	} else if time.Since(sent) > l.cfg.HeartbeatInterval {
 		// Answered, but after renewals sent meanwhile timed out: as good as unreachable (reach.go).
-		d.unreachableAt.Store(time.Now().UnixNano())
+		l.unreachableAt.Store(time.Now().UnixNano())
 	}
 	if leading != was {
-		d.logger.Info("dispatcher: leadership changed", "lease", lease, "node", d.cfg.NodeName, "leading", leading)
+		l.logger.Info("dispatcher: leadership changed", "lease", lease, "node", l.cfg.NodeName, "leading", leading)
 	}
 	return leading
 }
 
 // rescueKind makes the kind's jobs whose lease expired eligible again (or fails them after max
 // attempts).
-func (d *Dispatcher) rescueKind(ctx context.Context, k *kindRunner) {
+func (l *leader) rescueKind(ctx context.Context, k *kindRunner) {
 	n, err := k.rescue(ctx)
 	if err != nil && ctx.Err() == nil {
-		d.logger.Warn("dispatcher: rescue failed", "kind", k.info.Name, "err", err)
+		l.logger.Warn("dispatcher: rescue failed", "kind", k.info.Name, "err", err)
 	}
 	if n > 0 {
-		d.logger.Info("dispatcher: rescued jobs whose lease expired", "kind", k.info.Name, "jobs", n)
+		l.logger.Info("dispatcher: rescued jobs whose lease expired", "kind", k.info.Name, "jobs", n)
 	}
 }
 
@@ -120,9 +129,9 @@ func (k *kindRunner) rescue(ctx context.Context) (int, error) {
 	for i := range delays {
 		delays[i] = k.info.Backoff.Delay(i + 1).Seconds()
 	}
-	rows, err := k.d.db.Query(ctx, k.sql.rescue, k.info.MaxAttempts, delays, k.d.cfg.rescueQuiet().Seconds())
+	rows, err := k.sh.db.Query(ctx, k.sql.rescue, k.info.MaxAttempts, delays, k.sh.cfg.rescueQuiet().Seconds())
 	if err != nil {
-		k.d.noteReach(err)
+		k.sh.noteReach(err)
 		return 0, err
 	}
 	defer rows.Close()
@@ -134,7 +143,7 @@ func (k *kindRunner) rescue(ctx context.Context) (int, error) {
 			return n, err
 		}
 		n++
-		k.d.stats.rescued.Add(1)
+		k.sh.stats.rescued.Add(1)
 	}
 	k.observeRescued(n)
 	if n > 0 {

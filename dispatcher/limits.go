@@ -36,28 +36,28 @@ const readKindLimitsSQL = `SELECT max_running, key_limit, paused FROM jobpipe_ki
 
 // currentLimits returns the kind's limits, read again when the copy is older than limitsTTL or a
 // change was notified. Only the kind's producer calls it.
-func (k *kindRunner) currentLimits(ctx context.Context) (kindLimits, error) {
-	stale := k.limitsStale.Swap(false)
-	if !stale && !k.limitsRead.IsZero() && time.Since(k.limitsRead) < limitsTTL {
-		return k.limits, nil
+func (p *producer) currentLimits(ctx context.Context) (kindLimits, error) {
+	stale := p.limitsStale.Swap(false)
+	if !stale && !p.limitsRead.IsZero() && time.Since(p.limitsRead) < limitsTTL {
+		return p.limits, nil
 	}
 	var maxRunning, keyLimit *int
 	var paused bool
-	err := k.d.db.QueryRow(ctx, readKindLimitsSQL, k.info.Name).Scan(&maxRunning, &keyLimit, &paused)
+	err := p.sh.db.QueryRow(ctx, readKindLimitsSQL, p.info.Name).Scan(&maxRunning, &keyLimit, &paused)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		k.limitsStale.Store(true)
-		return kindLimits{}, fmt.Errorf("dispatcher: reading the limits of %q: %w", k.info.Name, err)
+		p.limitsStale.Store(true)
+		return kindLimits{}, fmt.Errorf("dispatcher: reading the limits of %q: %w", p.info.Name, err)
 	}
-	l := kindLimits{maxRunning: maxRunning, keyLimit: k.info.KeyLimit, paused: paused}
-	if keyLimit != nil && k.keyed {
+	l := kindLimits{maxRunning: maxRunning, keyLimit: p.info.KeyLimit, paused: paused}
+	if keyLimit != nil && p.keyed {
 		l.keyLimit = *keyLimit
 	}
-	if !l.equal(k.limits) {
-		k.d.logger.Info("dispatcher: limits in force", "kind", k.info.Name, "max_running", fmtLimit(l.maxRunning),
+	if !l.equal(p.limits) {
+		p.sh.logger.Info("dispatcher: limits in force", "kind", p.info.Name, "max_running", fmtLimit(l.maxRunning),
 			"key_limit", l.keyLimit, "paused", l.paused)
 	}
-	k.limits, k.limitsRead = l, time.Now()
-	k.hasTotal.Store(l.maxRunning != nil)
+	p.limits, p.limitsRead = l, time.Now()
+	p.hasTotal.Store(l.maxRunning != nil)
 	return l, nil
 }
 
@@ -79,11 +79,11 @@ func fmtLimit(n *int) string {
 // kind with a total limit takes the lock first, so their counts and claims follow one another: the
 // count, read after the lock is granted, sees every claim committed before. That makes the total
 // exact without Redis. Without a stored row there is no total (it was cleared meanwhile).
-func (k *kindRunner) budget(ctx context.Context, tx pgx.Tx, n int) (int, error) {
+func (p *producer) budget(ctx context.Context, tx pgx.Tx, n int) (int, error) {
 	b := &pgx.Batch{}
 	var maxRunning *int
 	var paused bool
-	b.Queue(`SELECT max_running, paused FROM jobpipe_kind_limits WHERE kind = $1 FOR NO KEY UPDATE`, k.info.Name).
+	b.Queue(`SELECT max_running, paused FROM jobpipe_kind_limits WHERE kind = $1 FOR NO KEY UPDATE`, p.info.Name).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				if err := rows.Scan(&maxRunning, &paused); err != nil {
@@ -93,9 +93,9 @@ func (k *kindRunner) budget(ctx context.Context, tx pgx.Tx, n int) (int, error) 
 			return rows.Err()
 		})
 	var running int
-	b.Queue(k.sql.countRunning).QueryRow(func(r pgx.Row) error { return r.Scan(&running) })
+	b.Queue(p.sql.countRunning).QueryRow(func(r pgx.Row) error { return r.Scan(&running) })
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("dispatcher: reading the running total of %q: %w", k.info.Name, err)
+		return 0, fmt.Errorf("dispatcher: reading the running total of %q: %w", p.info.Name, err)
 	}
 	switch {
 	case paused:

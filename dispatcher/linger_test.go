@@ -14,38 +14,38 @@ type lingerJob struct {
 
 // lingerKind returns a registered kind of 10 workers and claims of at most 10, with every worker
 // busy, and its linger wait set to wait.
-func lingerKind(t *testing.T, wait time.Duration) *kindRunner {
+func lingerKind(t *testing.T, wait time.Duration) *producer {
 	t.Helper()
-	d := &Dispatcher{cfg: Config{Concurrency: 10, ClaimBatch: 10}, kinds: map[string]*kindRunner{}}
+	d := &Dispatcher{shared: &shared{cfg: Config{Concurrency: 10, ClaimBatch: 10}}, kinds: map[string]*kindRunner{}}
 	if err := Register(d, jobinfo.MustDefine[lingerJob]("linger_job"), func(context.Context, *Job[lingerJob]) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	k := d.kinds["linger_job"]
-	k.claimLinger = wait
-	for range cap(k.sem) {
-		k.sem <- struct{}{}
+	p := d.kinds["linger_job"].prod
+	p.lingerFor = wait
+	for range p.capacity.size() {
+		p.capacity.take()
 	}
-	if k.fullClaim() != 10 || k.freeWorkers() != 0 {
-		t.Fatalf("full claim %d, free workers %d; want 10 and 0", k.fullClaim(), k.freeWorkers())
+	if p.fullClaim() != 10 || p.capacity.free() != 0 {
+		t.Fatalf("full claim %d, free workers %d; want 10 and 0", p.fullClaim(), p.capacity.free())
 	}
-	return k
+	return p
 }
 
-// finishJobs frees n workers as a job's end does (freeSlot): its slot, then word to the producer.
-func finishJobs(k *kindRunner, n int) {
+// finishJobs frees n workers as a job's end does (releasePlace): its slot, then word to the producer.
+func finishJobs(p *producer, n int) {
 	for range n {
-		<-k.sem
-		k.workerFreed()
+		<-p.capacity.running
+		p.capacity.notify()
 	}
 }
 
 // lingerAsync runs linger on its own goroutine and returns the channel that receives its result.
-func lingerAsync(ctx context.Context, k *kindRunner) <-chan int {
+func lingerAsync(ctx context.Context, p *producer) <-chan int {
 	got := make(chan int, 1)
 	go func() {
 		timer := time.NewTimer(time.Hour)
 		timer.Stop()
-		got <- k.linger(ctx, timer)
+		got <- p.linger(ctx, timer)
 	}()
 	return got
 }
@@ -67,36 +67,36 @@ func checkLingerReturns(t *testing.T, got <-chan int, want int, stuck string) {
 // TestLingerReturnsWhenAFullClaimIsFree checks the wake path: each freed worker wakes the wait, which
 // returns as soon as a full claim's worth of workers is free, long before its bound.
 func TestLingerReturnsWhenAFullClaimIsFree(t *testing.T) {
-	k := lingerKind(t, time.Hour)
-	got := lingerAsync(t.Context(), k)
-	finishJobs(k, 4)
+	p := lingerKind(t, time.Hour)
+	got := lingerAsync(t.Context(), p)
+	finishJobs(p, 4)
 	select {
 	case free := <-got:
 		t.Fatalf("linger returned %d free workers with 4 of a full claim's 10 free; want it to wait", free)
 	case <-time.After(50 * time.Millisecond):
 	}
-	finishJobs(k, 6)
+	finishJobs(p, 6)
 	checkLingerReturns(t, got, 10, "with all 10 workers free")
 }
 
 // TestLingerReturnsAtOnceWithAFullClaimFree checks that a full claim's worth of free workers is not
 // waited on at all.
 func TestLingerReturnsAtOnceWithAFullClaimFree(t *testing.T) {
-	k := lingerKind(t, time.Hour)
-	finishJobs(k, 10)
-	for len(k.wake) > 0 {
-		<-k.wake // no wake pending: linger must see the free workers without one
+	p := lingerKind(t, time.Hour)
+	finishJobs(p, 10)
+	for len(p.wake) > 0 {
+		<-p.wake // no wake pending: linger must see the free workers without one
 	}
-	checkLingerReturns(t, lingerAsync(t.Context(), k), 10, "with a full claim's worth of workers free")
+	checkLingerReturns(t, lingerAsync(t.Context(), p), 10, "with a full claim's worth of workers free")
 }
 
 // TestLingerEndsAtItsBound checks that the wait ends at its bound with the workers free by then.
 func TestLingerEndsAtItsBound(t *testing.T) {
 	const wait = 30 * time.Millisecond
-	k := lingerKind(t, wait)
-	finishJobs(k, 3)
+	p := lingerKind(t, wait)
+	finishJobs(p, 3)
 	start := time.Now()
-	free := k.linger(t.Context(), time.NewTimer(time.Hour))
+	free := p.linger(t.Context(), time.NewTimer(time.Hour))
 	if took := time.Since(start); free != 3 || took < wait {
 		t.Fatalf("linger returned %d free workers after %v; want 3 after at least %v", free, took, wait)
 	}
@@ -104,10 +104,10 @@ func TestLingerEndsAtItsBound(t *testing.T) {
 
 // TestLingerEndsWithItsContext checks that stopping the dispatcher ends the wait.
 func TestLingerEndsWithItsContext(t *testing.T) {
-	k := lingerKind(t, time.Hour)
-	finishJobs(k, 2)
+	p := lingerKind(t, time.Hour)
+	finishJobs(p, 2)
 	ctx, cancel := context.WithCancel(t.Context())
-	got := lingerAsync(ctx, k)
+	got := lingerAsync(ctx, p)
 	cancel()
 	checkLingerReturns(t, got, 2, "after its context ended")
 }
@@ -118,20 +118,20 @@ func TestLingerEndsWithItsContext(t *testing.T) {
 // (which PostgreSQL refuses, failing the claim and pausing the kind).
 func TestNextClaimIsNeverNegative(t *testing.T) {
 	const wait = 500 * time.Millisecond
-	k := lingerKind(t, wait)
-	k.claimWasFull = true // a backlog: the claim waits for a full batch of free workers
-	finishJobs(k, 3)
-	backlog := int64(k.maxFinishing() + 5)
+	p := lingerKind(t, wait)
+	p.claimWasFull = true // a backlog: the claim waits for a full batch of free workers
+	finishJobs(p, 3)
+	backlog := int64(p.capacity.maxFinishing() + 5)
 	go func() {
 		time.Sleep(wait / 50) // into the wait: 3 of 10 workers free
-		k.finishing.Add(backlog)
-		finishJobs(k, 2) // and wake it: 5 free, but more than maxFinishing outcomes waiting
+		p.capacity.finishing.Add(backlog)
+		finishJobs(p, 2) // and wake it: 5 free, but more than maxFinishing outcomes waiting
 	}()
-	if n := k.nextClaim(t.Context(), time.NewTimer(time.Hour)); n != 0 {
-		t.Fatalf("nextClaim = %d with %d outcomes waiting (at most %d); want 0", n, k.finishing.Load(), k.maxFinishing())
+	if n := p.nextClaim(t.Context(), time.NewTimer(time.Hour)); n != 0 {
+		t.Fatalf("nextClaim = %d with %d outcomes waiting (at most %d); want 0", n, p.capacity.finishing.Load(), p.capacity.maxFinishing())
 	}
-	k.finishing.Add(-backlog)
-	if n := k.nextClaim(t.Context(), time.NewTimer(time.Hour)); n != 5 {
+	p.capacity.finishing.Add(-backlog)
+	if n := p.nextClaim(t.Context(), time.NewTimer(time.Hour)); n != 5 {
 		t.Fatalf("nextClaim = %d with the outcomes written and 5 workers free; want 5 after the wait", n)
 	}
 }

@@ -10,24 +10,31 @@ import (
 	"github.com/jobpipe/jobpipe/uniqueness"
 )
 
-// listen receives, on a connection of its own, the notifications of new and finished work
+// listener wakes the kinds' producers when PostgreSQL notifies new work or changed limits: one
+// goroutine (run) with a connection of its own.
+type listener struct {
+	*shared
+	kinds map[string]*kindRunner // read-only
+}
+
+// run receives, on a connection of its own, the notifications of new and finished work
 // (uniqueness.NotifyChannel) and of changed limits (limits.NotifyChannel), both with the kind as
 // payload, and wakes the kind's producer. After a reconnect it wakes every kind and reads its limits
 // again, since notifications sent meanwhile were lost. The wait before reconnecting grows while
 // connecting fails, and starts over after a connection that worked: a dispatcher that lives through
 // many losses (restarts of the server, sessions ended by an operator) reconnects promptly each time.
-func (d *Dispatcher) listen(ctx context.Context) {
+func (l *listener) run(ctx context.Context) {
 	const firstWait = 100 * time.Millisecond
 	wait := firstWait
 	for ctx.Err() == nil {
-		listened, err := d.listenOnce(ctx)
+		listened, err := l.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if listened {
 			wait = firstWait
 		}
-		d.logger.Warn("dispatcher: LISTEN connection lost; polling until it is back", "err", err)
+		l.logger.Warn("dispatcher: LISTEN connection lost; polling until it is back", "err", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -39,8 +46,8 @@ func (d *Dispatcher) listen(ctx context.Context) {
 
 // listenOnce listens on one connection until it fails; listened reports whether it got as far as
 // listening.
-func (d *Dispatcher) listenOnce(ctx context.Context) (listened bool, err error) {
-	conn, err := pgx.ConnectConfig(ctx, d.cfg.DB.Config().ConnConfig.Copy())
+func (l *listener) listenOnce(ctx context.Context) (listened bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, l.cfg.DB.Config().ConnConfig.Copy())
 	if err != nil {
 		return false, err
 	}
@@ -50,7 +57,7 @@ func (d *Dispatcher) listenOnce(ctx context.Context) (listened bool, err error) 
 			return false, err
 		}
 	}
-	for _, k := range d.kinds {
+	for _, k := range l.kinds {
 		k.limitsChanged()
 	}
 	for {
@@ -58,7 +65,7 @@ func (d *Dispatcher) listenOnce(ctx context.Context) (listened bool, err error) 
 		if err != nil {
 			return true, err
 		}
-		k := d.kinds[n.Payload]
+		k := l.kinds[n.Payload]
 		switch {
 		case k == nil:
 		case n.Channel == limits.NotifyChannel:

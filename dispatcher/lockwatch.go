@@ -65,7 +65,7 @@ func (k *kindRunner) lockCalled(err error) {
 		}
 	case errors.Is(err, execlock.ErrUnavailable):
 		if k.lockWait.failed(err, time.Now()) {
-			k.d.wakeLockWatch()
+			k.sh.wakeLockWatch()
 		}
 	case errors.Is(err, execlock.ErrTaken):
 		if k.lockWait.failing.Load() {
@@ -117,7 +117,7 @@ func (w *lockWait) idleSince(cutoff time.Time) bool {
 // answer, unless Config.StartWithoutLockQuorum: the same text is then returned as noQuorum, for Start
 // to log once it has started.
 func (d *Dispatcher) checkLockNodes(ctx context.Context) (answers []error, noQuorum string, err error) {
-	keyed := d.keyedKinds()
+	keyed := keyedKinds(d.kinds)
 	if len(keyed) == 0 {
 		return nil, "", nil
 	}
@@ -136,9 +136,9 @@ func (d *Dispatcher) checkLockNodes(ctx context.Context) (answers []error, noQuo
 }
 
 // keyedKinds names the registered kinds with a concurrency key, sorted.
-func (d *Dispatcher) keyedKinds() []string {
+func keyedKinds(kinds map[string]*kindRunner) []string {
 	var names []string
-	for name, k := range d.kinds {
+	for name, k := range kinds {
 		if k.keyed {
 			names = append(names, name)
 		}
@@ -158,7 +158,7 @@ func nodesUp(answers []error) int {
 }
 
 // nodesDown describes each node that did not answer, "node <address>: <error>", joined by sep.
-func (d *Dispatcher) nodesDown(answers []error, sep string) string {
+func (d *shared) nodesDown(answers []error, sep string) string {
 	var down []string
 	for i, err := range answers {
 		if err != nil {
@@ -169,7 +169,7 @@ func (d *Dispatcher) nodesDown(answers []error, sep string) string {
 }
 
 // wakeLockWatch tells the watch that a kind's lock calls began to fail, without blocking.
-func (d *Dispatcher) wakeLockWatch() {
+func (d *shared) wakeLockWatch() {
 	select {
 	case d.lockWake <- struct{}{}:
 	default:
@@ -209,24 +209,31 @@ func (w *kindLockWatch) next(now time.Time, failing bool, since, last time.Time)
 	return lockNone
 }
 
-// watchLocks pings the lock nodes every lockPingEvery (every lockPingFailing while a kind's lock
+// lockWatch watches the Redis lock nodes for the keyed kinds: one goroutine (run), started when a
+// keyed kind is registered.
+type lockWatch struct {
+	*shared
+	kinds map[string]*kindRunner // read-only
+}
+
+// run pings the lock nodes every lockPingEvery (every lockPingFailing while a kind's lock
 // calls fail, and at once when they begin to), tells the Observer how many answer, and reports the
 // keyed kinds whose lock calls keep failing. Before it returns, at Stop, it takes back what it
 // reported: the rows in jobpipe_lock_waits and the Observer's gauges.
-func (d *Dispatcher) watchLocks(ctx context.Context, answers []error) {
+func (lw *lockWatch) run(ctx context.Context, answers []error) {
 	var watched []*kindLockWatch
-	for _, name := range d.keyedKinds() {
-		watched = append(watched, &kindLockWatch{k: d.kinds[name]})
+	for _, name := range keyedKinds(lw.kinds) {
+		watched = append(watched, &kindLockWatch{k: lw.kinds[name]})
 	}
 	up := nodesUp(answers)
-	d.observeLockNodes(up)
+	lw.observeLockNodes(up)
 	defer func() {
 		for _, w := range watched {
 			if w.reported {
-				d.endLockWait(w, "the dispatcher stops")
+				lw.endLockWait(w, "the dispatcher stops")
 			}
 		}
-		d.observeLockNodes(-1)
+		lw.observeLockNodes(-1)
 	}()
 	t := time.NewTimer(lockPingEvery)
 	defer t.Stop()
@@ -234,20 +241,20 @@ func (d *Dispatcher) watchLocks(ctx context.Context, answers []error) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-d.lockWake:
+		case <-lw.lockWake:
 		case <-t.C:
 		}
-		answers = d.locker.PingNodes(ctx)
+		answers = lw.locker.PingNodes(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if n := nodesUp(answers); n != up {
 			up = n
-			d.observeLockNodes(up)
+			lw.observeLockNodes(up)
 		}
 		busy := false
 		for _, w := range watched {
-			if d.watchKind(ctx, w, answers) {
+			if lw.watchKind(ctx, w, answers) {
 				busy = true
 			}
 		}
@@ -260,66 +267,66 @@ func (d *Dispatcher) watchLocks(ctx context.Context, answers []error) {
 }
 
 // watchKind reports what changed for the kind, and whether its lock calls fail or it is reported.
-func (d *Dispatcher) watchKind(ctx context.Context, w *kindLockWatch, answers []error) bool {
+func (lw *lockWatch) watchKind(ctx context.Context, w *kindLockWatch, answers []error) bool {
 	now := time.Now()
 	// A kind whose calls stopped failing without one succeeding stopped calling: nothing of it waits.
-	idle := w.k.lockWait.idleSince(now.Add(-max(lockWaitIdle, 3*d.cfg.PollInterval)))
+	idle := w.k.lockWait.idleSince(now.Add(-max(lockWaitIdle, 3*lw.cfg.PollInterval)))
 	failing, since, last, err := w.k.lockWait.state()
 	switch w.next(now, failing, since, last) {
 	case lockWarn:
 		w.reported, w.since, w.remindedAt = true, since, now
-		d.reportLockWait(ctx, w, answers, err, "dispatcher: a kind's Redis lock calls fail: its keyed jobs wait until a quorum of lock nodes answers")
+		lw.reportLockWait(ctx, w, answers, err, "dispatcher: a kind's Redis lock calls fail: its keyed jobs wait until a quorum of lock nodes answers")
 		w.k.observeLockWait(true)
 	case lockRemind:
 		w.remindedAt = now
-		d.reportLockWait(ctx, w, answers, err, "dispatcher: a kind's keyed jobs still wait for a quorum of Redis lock nodes")
+		lw.reportLockWait(ctx, w, answers, err, "dispatcher: a kind's keyed jobs still wait for a quorum of Redis lock nodes")
 	case lockRecovered:
 		how := "its lock calls succeed again"
 		if idle {
 			how = "none of its lock calls failed lately (no job of it is due, or it is paused)"
 		}
-		d.endLockWait(w, how)
+		lw.endLockWait(w, how)
 	}
 	return failing || w.reported
 }
 
 // reportLockWait logs that the kind waits (at WARN), with the nodes that do not answer, the latest
 // lock call's error and how many of its jobs are due, and records it in jobpipe_lock_waits.
-func (d *Dispatcher) reportLockWait(ctx context.Context, w *kindLockWatch, answers []error, err error, msg string) {
+func (lw *lockWatch) reportLockWait(ctx context.Context, w *kindLockWatch, answers []error, err error, msg string) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lockWaitWrite)
 	defer cancel()
 	name := w.k.info.Name
 	var due int64
-	if qerr := d.db.QueryRow(wctx, w.k.sql.countDue).Scan(&due); qerr != nil {
+	if qerr := lw.db.QueryRow(wctx, w.k.sql.countDue).Scan(&due); qerr != nil {
 		due = -1
-		d.logger.Warn("dispatcher: counting a kind's due jobs failed", "kind", name, "err", qerr)
+		lw.logger.Warn("dispatcher: counting a kind's due jobs failed", "kind", name, "err", qerr)
 	}
-	down := d.nodesDown(answers, "; ")
+	down := lw.nodesDown(answers, "; ")
 	status := down
 	if status == "" {
 		// Every node answers PING, yet lock calls fail: their own error says why.
 		status = err.Error()
 	}
 	// Recorded before it is logged, so that whoever reads the log finds it in the table too.
-	if _, werr := d.db.Exec(wctx, saveLockWaitSQL, name, d.cfg.NodeName, w.since, status); werr != nil {
-		d.logger.Warn("dispatcher: recording a kind's wait for Redis lock nodes in jobpipe_lock_waits failed", "kind", name, "err", werr)
+	if _, werr := lw.db.Exec(wctx, saveLockWaitSQL, name, lw.cfg.NodeName, w.since, status); werr != nil {
+		lw.logger.Warn("dispatcher: recording a kind's wait for Redis lock nodes in jobpipe_lock_waits failed", "kind", name, "err", werr)
 	}
-	d.logger.Warn(msg, "kind", name, "since", w.since, "for", time.Since(w.since).Round(time.Second),
-		"jobs_due", due, "nodes_up", nodesUp(answers), "nodes", len(answers), "quorum", d.locker.Quorum(),
+	lw.logger.Warn(msg, "kind", name, "since", w.since, "for", time.Since(w.since).Round(time.Second),
+		"jobs_due", due, "nodes_up", nodesUp(answers), "nodes", len(answers), "quorum", lw.locker.Quorum(),
 		"down", down, "err", err)
 }
 
 // endLockWait logs that the kind no longer waits (at INFO) and takes back what reportLockWait
 // recorded.
-func (d *Dispatcher) endLockWait(w *kindLockWatch, how string) {
+func (lw *lockWatch) endLockWait(w *kindLockWatch, how string) {
 	w.reported = false
 	name := w.k.info.Name
 	ctx, cancel := context.WithTimeout(context.Background(), lockWaitWrite)
 	defer cancel()
-	if _, err := d.db.Exec(ctx, deleteLockWaitSQL, name, d.cfg.NodeName); err != nil {
-		d.logger.Warn("dispatcher: removing a kind's wait for Redis lock nodes from jobpipe_lock_waits failed", "kind", name, "err", err)
+	if _, err := lw.db.Exec(ctx, deleteLockWaitSQL, name, lw.cfg.NodeName); err != nil {
+		lw.logger.Warn("dispatcher: removing a kind's wait for Redis lock nodes from jobpipe_lock_waits failed", "kind", name, "err", err)
 	}
 	w.k.observeLockWait(false)
-	d.logger.Info("dispatcher: a kind's keyed jobs no longer wait for Redis lock nodes", "kind", name, "how", how,
+	lw.logger.Info("dispatcher: a kind's keyed jobs no longer wait for Redis lock nodes", "kind", name, "how", how,
 		"waited", time.Since(w.since).Round(time.Millisecond))
 }

@@ -154,7 +154,7 @@ func (k *kindRunner) observeStart(c *claimed) {
 // lease was lost (nil if it was not) and ran how long the handler ran.
 func (k *kindRunner) ended(out rowWrite, held bool, err, lost error, ran time.Duration) {
 	o := observed(out, held, err, lost)
-	k.d.stats.ended[o].Add(1)
+	k.sh.stats.ended[o].Add(1)
 	if k.obs != nil {
 		k.obs.JobFinished(o, ran)
 	}
@@ -269,7 +269,7 @@ func (k *kindRunner) observeLockWait(waiting bool) {
 }
 
 // observeLockNodes reports how many lock nodes answer; -1 when the dispatcher stops watching them.
-func (d *Dispatcher) observeLockNodes(up int) {
+func (d *shared) observeLockNodes(up int) {
 	if d.cfg.Observer == nil {
 		return
 	}

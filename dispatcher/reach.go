@@ -51,7 +51,7 @@ func unreachable(err error) bool {
 
 // noteReach records err if it means the database could not be reached (see unreachable), for the
 // rescue gate.
-func (d *Dispatcher) noteReach(err error) {
+func (d *shared) noteReach(err error) {
 	if unreachable(err) {
 		d.unreachableAt.Store(time.Now().UnixNano())
 	}

@@ -15,12 +15,21 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// kindRunner is the non-generic machinery of one registered kind; Register's closures bridge to T.
+// kindRunner is one registered kind: what Register made of it, read-only once Start has begun, and
+// the services that work it, each owning its state:
+//   - prod, the producer: one goroutine that claims due jobs and starts a worker for each. Its fields
+//     (claim positions, the limits copy, the heads picker) are its own (see producer.go);
+//   - the workers: a goroutine per claimed job, running its handler and its key run (worker.go). A
+//     job's state is the worker's: its claimed, running and attempt values;
+//   - fin, the finisher: statement loops that write outcomes in batches (finisher.go).
+//
+// They meet only through the fields below the line, each safe for concurrent use: the producer
+// takes capacity and workers give it back; workers submit to the finisher; anyone may wake the
+// producer. Register's closures bridge to T.
 type kindRunner struct {
-	d           *Dispatcher
+	sh          *shared // the dispatcher's, shared with its other kinds and services
 	info        *jobinfo.Info
 	sql         kindSQL
-	heads       headPicker // a keyed kind's; the producer's, like claimFrom
 	concurrency int
 	keyed       bool // the kind has a concurrency key: its jobs hold slots of their key
 	// decode reads a row's data columns into a *T.
@@ -33,45 +42,26 @@ type kindRunner struct {
 	// passes, made once per kind (see timeout.go).
 	timeout      time.Duration
 	timeoutCause error
+
+	// ---- shared by the services, each safe for concurrent use ----
+
 	// lockWait is what a keyed kind's lock calls tell of the Redis nodes (see lockwatch.go).
 	lockWait lockWait
-
-	// limits, read when limitsRead is older than limitsTTL or limitsStale is set (see currentLimits).
-	limits      kindLimits
-	limitsRead  time.Time
-	limitsStale atomic.Bool
-	// hasTotal mirrors limits.maxRunning != nil for the finisher, which runs on its own goroutines:
-	// a kind with a total must tell the other dispatchers each time a job of it finishes.
-	hasTotal atomic.Bool
-	// finishing counts jobs whose handler has returned and whose outcome is not written yet: they
-	// hold no slot of sem, and produce claims no more while maxFinishing are pending, so claims never
-	// run far ahead of the finisher.
-	finishing atomic.Int64
+	capacity *capacity
 	// behind counts outcome batches and running leases whose last write could not reach the
 	// database: the kind claims nothing until they are written (see reach.go).
 	behind atomic.Int64
+	wake   chan struct{} // buffered 1: "look for work": jobs may be due
+	// hasTotal is set by the producer when the kind's limits have a total: the finisher must then
+	// tell the other dispatchers each time a job of it finishes.
+	hasTotal atomic.Bool
+	// limitsStale is set when a change of the kind's limits was notified: the producer reads them again.
+	limitsStale atomic.Bool
 
-	// claimWasFull is set by the producer: its last claim got all it asked for, so the kind has a
-	// backlog (see produce, linger and plainClaimFrom).
-	claimWasFull bool
-	// Where the claims of a plain kind in created order start (see plainClaimFrom); the producer's.
-	claimFrom   int64
-	fullClaimAt time.Time
-	// claimedFrom is where the last claim of a plain kind started: above 0, it skipped the front of
-	// the index, where a job committed after a higher id may wait.
-	claimedFrom int64
+	// ---- the services ----
 
-	// claimLinger bounds the producer's wait for a full claim's worth of free workers (see linger),
-	// claimGather its wait before a claim without a backlog (see gather).
-	claimLinger, claimGather time.Duration
-
-	wake chan struct{} // buffered 1: "look for work": jobs may be due
-	// freed is buffered 1: "a worker is free" (its handler returned, or an outcome was written). It
-	// makes the producer look for work only while the kind has more due than it could take (see
-	// produce); otherwise each job's end would cost a claim that finds nothing.
-	freed chan struct{}
-	sem   chan struct{} // one token per running job
-	fin   *finisher
+	prod *producer
+	fin  *finisher
 }
 
 // Register adds a kind and its handler. Call it before Start; each kind once.
@@ -97,8 +87,8 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 	}
 	info := kind.Info()
 	k := &kindRunner{
-		d: d, info: info, sql: buildSQL(info), concurrency: d.cfg.Concurrency, keyed: len(info.Key) > 0, txMode: txMode,
-		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), claimLinger: claimLinger, claimGather: claimGather, obs: d.kindObserver(info.Name),
+		sh: d.shared, info: info, sql: buildSQL(info), concurrency: d.cfg.Concurrency, keyed: len(info.Key) > 0, txMode: txMode,
+		wake: make(chan struct{}, 1), obs: d.kindObserver(info.Name),
 		decode: func(m *pgtype.Map, fds []pgconn.FieldDescription, raw [][]byte) (any, error) {
 			job := new(T)
 			for i, target := range kind.ScanTargets(job) {
@@ -114,19 +104,17 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 			return h(ctx, tx, job)
 		},
 	}
-	if k.keyed {
-		var err error
-		if k.heads, err = newHeadPicker(info); err != nil {
-			return err
-		}
-	}
 	if info.Concurrency > 0 {
 		k.concurrency = info.Concurrency
+	}
+	k.capacity = newCapacity(k.concurrency)
+	var err error
+	if k.prod, err = newProducer(k); err != nil {
+		return err
 	}
 	if info.Timeout > 0 {
 		k.timeout, k.timeoutCause = info.Timeout, fmt.Errorf("%w of %v", ErrTimeout, info.Timeout)
 	}
-	k.sem = make(chan struct{}, k.concurrency)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
@@ -147,14 +135,6 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 func (k *kindRunner) signal() {
 	select {
 	case k.wake <- struct{}{}:
-	default:
-	}
-}
-
-// workerFreed tells the kind's producer, without blocking, that a worker is free.
-func (k *kindRunner) workerFreed() {
-	select {
-	case k.freed <- struct{}{}:
 	default:
 	}
 }

@@ -122,10 +122,10 @@ func (d *Dispatcher) saveSchedules(ctx context.Context) error {
 // Leadership only keeps the other nodes from contending: exactness comes from Fire's transaction,
 // which locks the schedule's row and records each instant under a primary key. A node that believes
 // it still leads after its lease passed to another fires nothing the other fired.
-func (d *Dispatcher) leadSchedules(ctx context.Context) {
-	runners := make([]*scheduleRunner, 0, len(d.schedules))
-	for _, name := range slices.Sorted(maps.Keys(d.schedules)) {
-		runners = append(runners, d.schedules[name])
+func (l *leader) leadSchedules(ctx context.Context) {
+	runners := make([]*scheduleRunner, 0, len(l.schedules))
+	for _, name := range slices.Sorted(maps.Keys(l.schedules)) {
+		runners = append(runners, l.schedules[name])
 	}
 	var renewAt time.Time
 	var skew time.Duration // the database's clock minus this machine's
@@ -133,8 +133,8 @@ func (d *Dispatcher) leadSchedules(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		if !time.Now().Before(renewAt) {
-			d.renewScheduleLeases(ctx, runners)
-			renewAt = time.Now().Add(d.cfg.RescueInterval)
+			l.renewScheduleLeases(ctx, runners)
+			renewAt = time.Now().Add(l.cfg.RescueInterval)
 		}
 		wake := renewAt
 		for _, r := range runners {
@@ -142,7 +142,7 @@ func (d *Dispatcher) leadSchedules(ctx context.Context) {
 				continue
 			}
 			if r.next.IsZero() || !r.next.After(time.Now().Add(skew)) {
-				d.fireSchedule(ctx, r, &skew)
+				l.fireSchedule(ctx, r, &skew)
 			}
 			if at := r.next.Add(-skew); at.Before(wake) {
 				wake = at
@@ -155,7 +155,7 @@ func (d *Dispatcher) leadSchedules(ctx context.Context) {
 			// been committed all the same).
 			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			for _, r := range runners {
-				_, _ = d.db.Exec(c, resignSQL, scheduleLease(r.sched.Spec().Name), d.cfg.NodeName)
+				_, _ = l.db.Exec(c, resignSQL, scheduleLease(r.sched.Spec().Name), l.cfg.NodeName)
 			}
 			cancel()
 			return
@@ -164,12 +164,12 @@ func (d *Dispatcher) leadSchedules(ctx context.Context) {
 	}
 }
 
-func (d *Dispatcher) renewScheduleLeases(ctx context.Context, runners []*scheduleRunner) {
-	round, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.LeaderTTL)
+func (l *leader) renewScheduleLeases(ctx context.Context, runners []*scheduleRunner) {
+	round, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.LeaderTTL)
 	defer cancel()
 	for _, r := range runners {
 		was := r.leading
-		r.leading = d.takeLead(round, scheduleLease(r.sched.Spec().Name), was)
+		r.leading = l.takeLead(round, scheduleLease(r.sched.Spec().Name), was)
 		if r.leading && !was {
 			r.next = time.Time{} // another node may have fired meanwhile: learn next_run_at by firing
 		}
@@ -177,39 +177,39 @@ func (d *Dispatcher) renewScheduleLeases(ctx context.Context, runners []*schedul
 }
 
 // fireSchedule runs one round of r and sets r.next to when the next one is due.
-func (d *Dispatcher) fireSchedule(ctx context.Context, r *scheduleRunner, skew *time.Duration) {
+func (l *leader) fireSchedule(ctx context.Context, r *scheduleRunner, skew *time.Duration) {
 	name := r.sched.Spec().Name
 	// A round that has begun runs to completion even when Stop comes meanwhile: its commit, cancelled
 	// on the client, could still land on the server, and the instants it fired would then go
 	// uncounted (and unlogged). LeaderTTL bounds it.
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.LeaderTTL)
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.LeaderTTL)
 	defer cancel()
-	round, err := schedule.Fire(c, d.db, name, schedule.MaxPerRound, r.enqueue)
+	round, err := schedule.Fire(c, l.db, name, schedule.MaxPerRound, r.enqueue)
 	if err != nil {
 		if ctx.Err() == nil && err.Error() != r.lastErr {
-			d.logger.Warn("dispatcher: schedule round failed; retrying", "schedule", name, "err", err)
+			l.logger.Warn("dispatcher: schedule round failed; retrying", "schedule", name, "err", err)
 		}
 		r.lastErr = err.Error()
-		r.next = time.Now().Add(*skew + d.cfg.RescueInterval)
+		r.next = time.Now().Add(*skew + l.cfg.RescueInterval)
 		return
 	}
 	if r.lastErr != "" {
-		d.logger.Info("dispatcher: schedule fires again", "schedule", name)
+		l.logger.Info("dispatcher: schedule fires again", "schedule", name)
 		r.lastErr = ""
 	}
 	// Measured once the round is over, so the estimate errs on the late side by the round's length:
 	// the next timer then never fires before the database sees the instant due.
 	*skew = time.Until(round.Now)
 	r.next = round.Plan.Next
-	d.stats.scheduleFired.Add(int64(len(round.Fired)))
-	d.stats.scheduleSkipped.Add(int64(round.Plan.Skipped))
+	l.stats.scheduleFired.Add(int64(len(round.Fired)))
+	l.stats.scheduleSkipped.Add(int64(round.Plan.Skipped))
 	if p := round.Plan; p.Skipped > 0 {
-		d.logger.Warn("dispatcher: schedule skipped missed instants, as its catch-up policy says",
+		l.logger.Warn("dispatcher: schedule skipped missed instants, as its catch-up policy says",
 			"schedule", name, "skipped", countText(p.Skipped, p.SkippedAtLeast), "catch_up", r.sched.Spec().CatchUp,
 			"fired", len(round.Fired), "next_run_at", p.Next)
 	}
 	if n := len(round.Fired); n > 0 {
-		d.logger.Debug("dispatcher: schedule fired", "schedule", name, "instants", n,
+		l.logger.Debug("dispatcher: schedule fired", "schedule", name, "instants", n,
 			"last", round.Fired[n-1].At, "job", round.Fired[n-1].JobID)
 	}
 }

@@ -49,7 +49,7 @@ func (k *kindRunner) bound(ctx context.Context, c *claimed, r *running, lock *ex
 		ctx, a.stopTimeout = context.WithTimeoutCause(ctx, k.timeout, k.timeoutCause)
 	}
 	a.ctx = ctx
-	a.stopWatch = context.AfterFunc(ctx, func() { time.AfterFunc(k.d.cfg.HandlerGrace, a.abandon) })
+	a.stopWatch = context.AfterFunc(ctx, func() { time.AfterFunc(k.sh.cfg.HandlerGrace, a.abandon) })
 	return ctx, a
 }
 
@@ -77,9 +77,9 @@ func (a *attempt) abandon() {
 	}
 	k, c := a.k, a.c
 	cause := context.Cause(a.ctx)
-	grace := k.d.cfg.HandlerGrace
-	k.d.stats.abandoned.Add(1)
-	k.d.logger.Warn("dispatcher: the handler did not return after its context ended; the worker stopped waiting for it and its goroutine runs on",
+	grace := k.sh.cfg.HandlerGrace
+	k.sh.stats.abandoned.Add(1)
+	k.sh.logger.Warn("dispatcher: the handler did not return after its context ended; the worker stopped waiting for it and its goroutine runs on",
 		"kind", k.info.Name, "id", c.id, "attempt", c.attempt, "cause", cause, "grace", grace)
 	// decide names a shutdown or a lost lease itself; a timeout is named here, as timedOut does.
 	err := fmt.Errorf("the handler did not return within %v and was abandoned", grace)
@@ -87,21 +87,21 @@ func (a *attempt) abandon() {
 		err = fmt.Errorf("%w: %w", cause, err)
 	}
 	lost := a.r.finish()
-	k.freeSlot(c)
+	k.releasePlace(c)
 	if a.lock != nil {
 		_ = a.lock.Release(context.Background())
 	}
 	out, errText, delay := k.decide(c, err, lost, cause)
 	held := k.finishOne(c, out, errText, delay)
 	k.ended(out, held, err, lost, elapsed(a.started))
-	k.finishing.Add(-1) // what work's deferred clean-up does for a handler that returned
-	k.workerFreed()
-	k.d.workers.Done()
+	k.capacity.outcomeWritten() // what work's deferred clean-up does for a handler that returned
+	k.sh.workers.Done()
 }
 
 // timedOut makes the error a handler returned after its timeout passed say so, and logs it; the
-// attempt's Outcome is then OutcomeTimedOut (see observed). Other errors, and the outcomes a handler asks for (Snooze, Discard, RunAgain), are left as they
-// are: a handler that returns nil after its deadline has done its work.
+// attempt's Outcome is then OutcomeTimedOut (see observed). Other errors, and the outcomes a handler
+// asks for (Snooze, Discard, RunAgain), are left as they are: a handler that returns nil after its
+// deadline has done its work.
 func (k *kindRunner) timedOut(ctx context.Context, c *claimed, err error) error {
 	cause := context.Cause(ctx)
 	if _, _, _, steered := asked(err); steered || !errors.Is(cause, ErrTimeout) {
@@ -110,7 +110,7 @@ func (k *kindRunner) timedOut(ctx context.Context, c *claimed, err error) error 
 	if !errors.Is(err, ErrTimeout) { // not the cause itself, returned as it was
 		err = fmt.Errorf("%w: %w", cause, err)
 	}
-	k.d.logger.Warn("dispatcher: the job ran past its timeout", "kind", k.info.Name, "id", c.id,
+	k.sh.logger.Warn("dispatcher: the job ran past its timeout", "kind", k.info.Name, "id", c.id,
 		"attempt", c.attempt, "timeout", k.timeout, "err", err)
 	return err
 }

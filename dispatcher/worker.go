@@ -16,7 +16,7 @@ const releaseDelay = time.Second
 
 // work runs one claimed job to its recorded outcome and, for a keyed kind, the key run it starts: the
 // key's next jobs, claimed one at a time as each finishes, under the same execution lock (see
-// continueRun). It owns its slot in k.sem until the last handler has returned, and each job until its
+// continueRun). It owns its place in the kind's capacity until the last handler has returned, and each job until its
 // outcome is written (Stop waits for that); a handler that outlives its context by HandlerGrace hands
 // both to abandon (see timeout.go), which ends the run.
 func (k *kindRunner) work(c *claimed) {
@@ -25,15 +25,14 @@ func (k *kindRunner) work(c *claimed) {
 		if abandoned {
 			return // abandon did all this when it stopped waiting for the handler
 		}
-		k.freeSlot(c) // if no rowWrite was written: a RegisterTx success
-		k.finishing.Add(-1)
-		k.workerFreed() // the bound on outcomes being written has room again (see produce)
-		k.d.workers.Done()
+		k.releasePlace(c)           // if no outcome was written: a RegisterTx success
+		k.capacity.outcomeWritten() // the bound on outcomes being written has room again (see producer.run)
+		k.sh.workers.Done()
 	}()
 	k.observeStart(c)
 	if c.decodeErr != nil {
 		k.releaseQueueLock(c)
-		k.freeSlot(c)
+		k.releasePlace(c)
 		held := k.finishOne(c, writeFailed, fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr), 0)
 		k.ended(writeFailed, held, nil, nil, 0)
 		return
@@ -45,17 +44,17 @@ func (k *kindRunner) work(c *claimed) {
 			k.releaseQueueLock(c)
 			// Someone still holds the slot's lock (a stalled worker whose row was taken back): give the
 			// claim back, and let the job wait a moment rather than be claimed again at once.
-			k.d.logger.Info("dispatcher: no execution lock; the job goes back to wait", "kind", k.info.Name, "id", c.id, "err", err)
-			k.freeSlot(c)
+			k.sh.logger.Info("dispatcher: no execution lock; the job goes back to wait", "kind", k.info.Name, "id", c.id, "err", err)
+			k.releasePlace(c)
 			held := k.finishOne(c, writeRelease, "", releaseDelay)
 			k.ended(writeRelease, held, nil, nil, 0)
 			return
 		}
 		// The execution lock guards the job from here: the queue lock goes while the handler runs,
 		// not before it (a round trip to every node that only the key's next claim waits for).
-		k.d.workers.Add(1) // Stop waits for it, like for the job
+		k.sh.workers.Add(1) // Stop waits for it, like for the job
 		go func(first *claimed) {
-			defer k.d.workers.Done()
+			defer k.sh.workers.Done()
 			k.releaseQueueLock(first)
 		}(c)
 	}
@@ -66,7 +65,7 @@ func (k *kindRunner) work(c *claimed) {
 		if abandoned || next == nil {
 			return
 		}
-		// The run goes on: the next job takes over c's place in k.sem.
+		// The run goes on: the next job takes over c's place in the kind's capacity.
 		c.slotFreed, c = true, next
 		k.claimedByRun(c)
 	}
@@ -74,8 +73,8 @@ func (k *kindRunner) work(c *claimed) {
 
 // claimedByRun counts and observes a job a key run claimed, as claimAndStart does the jobs of a claim.
 func (k *kindRunner) claimedByRun(c *claimed) {
-	k.d.stats.claimed.Add(1)
-	k.d.stats.runClaimed.Add(1)
+	k.sh.stats.claimed.Add(1)
+	k.sh.stats.runClaimed.Add(1)
 	k.observeStart(c)
 }
 
@@ -85,14 +84,14 @@ func (k *kindRunner) claimedByRun(c *claimed) {
 func (k *kindRunner) execLock(c *claimed) (*execlock.Lock, error) {
 	wait := execLockRetryFirst
 	for try := 1; ; try++ {
-		lock, err := k.d.locker.TryExec(k.d.jobsCtx, k.info.Name, c.key, c.slot)
+		lock, err := k.sh.locker.TryExec(k.sh.jobsCtx, k.info.Name, c.key, c.slot)
 		k.observeLock(err)
 		if !errors.Is(err, execlock.ErrTaken) || try == execLockTries {
 			return lock, err
 		}
 		select {
 		case <-time.After(wait):
-		case <-k.d.jobsCtx.Done():
+		case <-k.sh.jobsCtx.Done():
 			return nil, err
 		}
 		wait *= 2
@@ -120,7 +119,7 @@ func (k *kindRunner) runOne(c *claimed, lock *execlock.Lock, run *keyRun) (next 
 		// A job of the run that does not decode fails without running, and the run goes on.
 		return k.endJob(c, lock, run, jobEnd{out: writeFailed, errText: fmt.Sprintf("the job's data does not decode into its Go type: %v", c.decodeErr)}), false
 	}
-	ctx, cancel := context.WithCancelCause(k.d.jobsCtx)
+	ctx, cancel := context.WithCancelCause(k.sh.jobsCtx)
 	defer cancel(nil)
 	r := newRunning(k, c, lock, cancel)
 	ctx, a := k.bound(ctx, c, r, lock) // the kind's timeout, and the grace after it (see timeout.go)
@@ -159,7 +158,7 @@ type jobEnd struct {
 func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobEnd) *claimed {
 	out, errText, delay, err, lost, ran := e.out, e.errText, e.delay, e.err, e.lost, e.ran
 	if !k.continueRun(run, out, lost) {
-		k.freeSlot(c)
+		k.releasePlace(c)
 		// Before the outcome is written: the row still holds the slot, so the database keeps the key's
 		// next job from being claimed until the finish commits, and by then its lock is free. Released
 		// after, the next job's worker could find the lock still held and have to give its claim back.
@@ -190,14 +189,14 @@ func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobE
 // runs then, and a finish held up by a loaded database would otherwise outlast the lock, ending the
 // run and giving its next job back. Most finishes end before the first renewal, and cost only a timer.
 func (k *kindRunner) keepLock(lock *execlock.Lock) (stop func()) {
-	every := k.d.cfg.HeartbeatInterval / 2
+	every := k.sh.cfg.HeartbeatInterval / 2
 	var mu sync.Mutex // guards t and stopped
 	var t *time.Timer
 	stopped := false
 	mu.Lock()
 	defer mu.Unlock()
 	t = time.AfterFunc(every, func() {
-		ctx, cancel := context.WithTimeout(k.d.jobsCtx, k.d.cfg.HeartbeatInterval)
+		ctx, cancel := context.WithTimeout(k.sh.jobsCtx, k.sh.cfg.HeartbeatInterval)
 		err := lock.Extend(ctx) // on failure lockFor finds out, and the run ends
 		cancel()
 		mu.Lock()
@@ -218,16 +217,16 @@ func (k *kindRunner) keepLock(lock *execlock.Lock) (stop func()) {
 // a lock that could run out before next's heartbeats or the finish after it renew it (a job shorter
 // than a HeartbeatInterval renews nothing), unless an extension succeeds.
 func (k *kindRunner) lockFor(next *claimed, lock *execlock.Lock) bool {
-	if k.d.jobsCtx.Err() != nil {
+	if k.sh.jobsCtx.Err() != nil {
 		return false
 	}
-	if time.Until(lock.Until()) > 2*k.d.cfg.HeartbeatInterval {
+	if time.Until(lock.Until()) > 2*k.sh.cfg.HeartbeatInterval {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(k.d.jobsCtx, k.d.cfg.HeartbeatInterval)
+	ctx, cancel := context.WithTimeout(k.sh.jobsCtx, k.sh.cfg.HeartbeatInterval)
 	defer cancel()
 	if err := lock.Extend(ctx); err != nil {
-		k.d.logger.Info("dispatcher: a key run's lock could not be renewed; the run ends", "kind", k.info.Name, "next", next.id, "err", err)
+		k.sh.logger.Info("dispatcher: a key run's lock could not be renewed; the run ends", "kind", k.info.Name, "next", next.id, "err", err)
 		return false
 	}
 	return true
@@ -241,7 +240,7 @@ func (k *kindRunner) lockFor(next *claimed, lock *execlock.Lock) bool {
 // at Stop; and for a RegisterTx kind, whose outcome commits in the handler's transaction.
 func (k *kindRunner) continueRun(run *keyRun, out rowWrite, lost error) bool {
 	return k.keyed && !k.txMode && lost == nil && (out == writeProcessed || out == writeFailed) &&
-		run.jobs < k.d.cfg.KeyRunJobs && time.Since(run.began) < k.d.cfg.KeyRunTime && k.d.jobsCtx.Err() == nil
+		run.jobs < k.sh.cfg.KeyRunJobs && time.Since(run.began) < k.sh.cfg.KeyRunTime && k.sh.jobsCtx.Err() == nil
 }
 
 func (k *kindRunner) releaseExecLock(lock *execlock.Lock) {
@@ -250,19 +249,17 @@ func (k *kindRunner) releaseExecLock(lock *execlock.Lock) {
 	}
 }
 
-// freeSlot gives c's slot in k.sem back, once: when its handler has returned, before the outcome is
+// releasePlace gives c's place in the kind's capacity back, once: when its handler has returned, before the outcome is
 // written. The write is batched with others and waits for a commit; holding the slot through it would
 // leave the slot idle for that wait, and with fast handlers most slots would be waiting on commits
 // rather than running jobs. A total limit or a key's slots are not freed by this: the row holds its
 // lease until the outcome commits, and claims count rows.
-func (k *kindRunner) freeSlot(c *claimed) {
+func (k *kindRunner) releasePlace(c *claimed) {
 	if c.slotFreed {
 		return
 	}
 	c.slotFreed = true
-	k.finishing.Add(1)
-	<-k.sem
-	k.workerFreed() // a slot of this dispatcher is free
+	k.capacity.handlerReturned()
 }
 
 func (k *kindRunner) releaseQueueLock(c *claimed) {
@@ -291,11 +288,11 @@ func (k *kindRunner) call(ctx context.Context, c *claimed, r *running) (recorded
 // them or not at all; an error or Discard rolls the handler's writes back, and the outcome is then
 // written by the finisher like any other kind's.
 func (k *kindRunner) callTx(ctx context.Context, c *claimed, r *running) (recorded bool, err error) {
-	if err := k.d.txConns.acquire(ctx); err != nil {
+	if err := k.sh.txConns.acquire(ctx); err != nil {
 		return false, err
 	}
-	defer k.d.txConns.release()
-	tx, err := k.d.cfg.DB.Begin(ctx)
+	defer k.sh.txConns.release()
+	tx, err := k.sh.cfg.DB.Begin(ctx)
 	if err != nil {
 		return false, err
 	}
