@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,8 +33,7 @@ const (
 	MinTTL = 10 * time.Millisecond
 	// MaxNameLen bounds Prefix, NodeName and a kind, in bytes.
 	MaxNameLen = 128
-	// MaxKeyLen is the longest key value used as is in a lock key, in bytes; a longer one is
-	// replaced by its SHA-256.
+	// MaxKeyLen is the longest key value used as is in a lock key, in bytes; longer ones are hashed.
 	MaxKeyLen = 128
 	// MaxLimit is the largest running limit (number of slots) of one key.
 	MaxLimit = keyslots.Max
@@ -41,10 +41,9 @@ const (
 
 // Config configures a Locker. Zero fields take the defaults stated on each.
 type Config struct {
-	// Nodes are the clients of the independent Redis nodes (not a cluster, not replicas) that
-	// hold the locks: 1, 3 or 5 (any odd number); a lock is held on a majority, the quorum. Build
-	// them with NewClient or NewClients (New requires ContextTimeoutEnabled). New adds a hook to
-	// each that changes only the Locker's own commands; it does not close them. Required.
+	// Nodes are the clients of the independent Redis nodes (not a cluster, not replicas) holding the
+	// locks: 1, 3 or 5 (any odd number), a majority of which hold each lock. Build them with NewClient
+	// or NewClients; New hooks the Locker's own commands on each, and does not close them. Required.
 	Nodes []*redis.Client
 	// Prefix starts every lock key. Default DefaultPrefix ("jobpipe:lock:").
 	Prefix string
@@ -57,74 +56,64 @@ type Config struct {
 	// NodeName names this process in lock values ("<NodeName>:<random>"), so that a held key in
 	// Redis tells who holds it. Default "<hostname>:<pid>".
 	NodeName string
-	// CallTimeout bounds each lock call (an acquire attempt, an extension, a release) when nodes
-	// are down or stalled, and the commands it leaves running on the nodes its quorum did not
-	// need. It must be under half the shorter TTL. Default DefaultCallTimeout (1 s), or a quarter
-	// of the shorter TTL when that is less.
+	// CallTimeout bounds each lock call (acquire attempt, extension, release) when nodes are down
+	// or stalled, and the commands it leaves on nodes its quorum did not need; under half the
+	// shorter TTL. Default DefaultCallTimeout (1 s), or a quarter of the shorter TTL when less.
 	CallTimeout time.Duration
 }
 
-// withDefaults returns a copy of c with zero fields set to their defaults.
-func (c Config) withDefaults() Config {
-	setIfZero(&c.Prefix, DefaultPrefix)
-	setIfZero(&c.ExecTTL, DefaultExecTTL)
-	setIfZero(&c.QueueTTL, DefaultQueueTTL)
+// resolve returns a copy of c with zero fields set to their defaults and its own copy of Nodes,
+// which the caller may reuse, or an ErrInvalid error naming the first invalid field.
+func (c Config) resolve() (Config, error) {
+	c.Prefix = cmp.Or(c.Prefix, DefaultPrefix)
+	c.ExecTTL = cmp.Or(c.ExecTTL, DefaultExecTTL)
+	c.QueueTTL = cmp.Or(c.QueueTTL, DefaultQueueTTL)
 	if c.NodeName == "" {
 		host, _ := os.Hostname() // "" on error
 		name := fmt.Sprintf("%s:%d", cmp.Or(host, "unknown"), os.Getpid())
 		c.NodeName = name[max(0, len(name)-MaxNameLen):]
 	}
-	setIfZero(&c.CallTimeout, min(DefaultCallTimeout, min(c.ExecTTL, c.QueueTTL)/4))
-	return c
-}
-
-// validate checks a Config that went through withDefaults.
-func (c Config) validate() error {
+	c.CallTimeout = cmp.Or(c.CallTimeout, min(DefaultCallTimeout, min(c.ExecTTL, c.QueueTTL)/4))
+	c.Nodes = slices.Clone(c.Nodes)
 	n := len(c.Nodes)
 	switch {
 	case n == 0:
-		return fmt.Errorf("%w Config.Nodes: no Redis node; want 1, 3 or 5 independent nodes", ErrInvalid)
+		return c, fmt.Errorf("%w Config.Nodes: no Redis node; want 1, 3 or 5 independent nodes", ErrInvalid)
 	case n%2 == 0:
-		return fmt.Errorf("%w Config.Nodes: %d Redis nodes; Redlock needs an odd number of independent nodes "+
-			"(1, 3 or 5): with %d, a quorum of %d survives no more failures than %d nodes would",
-			ErrInvalid, n, n, n/2+1, n-1)
+		// An even count's quorum survives no more failures than one node fewer would.
+		return c, fmt.Errorf("%w Config.Nodes: %d nodes; Redlock needs an odd number of independent nodes", ErrInvalid, n)
 	}
 	seen := make(map[string]int, n)
 	for i, node := range c.Nodes {
 		if node == nil {
-			return fmt.Errorf("%w Config.Nodes[%d]: nil client", ErrInvalid, i)
+			return c, fmt.Errorf("%w Config.Nodes[%d]: nil client", ErrInvalid, i)
 		}
 		o := node.Options()
 		if !o.ContextTimeoutEnabled {
-			return fmt.Errorf("%w Config.Nodes[%d] (%s): ContextTimeoutEnabled is off, so a stalled node "+
-				"would block lock calls past their deadline; build the client with execlock.NewClient",
-				ErrInvalid, i, o.Addr)
+			return c, fmt.Errorf("%w Config.Nodes[%d] (%s): ContextTimeoutEnabled is off, so a stalled node would "+
+				"block lock calls past their deadline; build the client with execlock.NewClient", ErrInvalid, i, o.Addr)
 		}
 		// Two databases of one server are one failure domain, so the database number is ignored.
 		id := o.Network + "/" + o.Addr
 		if j, dup := seen[id]; dup {
-			return fmt.Errorf("%w Config.Nodes[%d] and [%d] are the same server (%s): "+
-				"Redlock needs independent nodes", ErrInvalid, j, i, o.Addr)
+			return c, fmt.Errorf("%w Config.Nodes[%d] and [%d] are the same server (%s)", ErrInvalid, j, i, o.Addr)
 		}
 		seen[id] = i
 	}
+	shorter := min(c.ExecTTL, c.QueueTTL)
 	switch {
-	case len(c.Prefix) > MaxNameLen:
-		return fmt.Errorf("%w Config.Prefix: %d bytes, at most %d", ErrInvalid, len(c.Prefix), MaxNameLen)
-	case len(c.NodeName) > MaxNameLen:
-		return fmt.Errorf("%w Config.NodeName: %d bytes, at most %d", ErrInvalid, len(c.NodeName), MaxNameLen)
-	case c.ExecTTL < MinTTL:
-		return fmt.Errorf("%w Config.ExecTTL %v: want at least %v", ErrInvalid, c.ExecTTL, MinTTL)
-	case c.QueueTTL < MinTTL:
-		return fmt.Errorf("%w Config.QueueTTL %v: want at least %v", ErrInvalid, c.QueueTTL, MinTTL)
-	case c.CallTimeout <= 0:
-		return fmt.Errorf("%w Config.CallTimeout %v: want a positive duration", ErrInvalid, c.CallTimeout)
-	case 2*c.CallTimeout >= min(c.ExecTTL, c.QueueTTL):
-		return fmt.Errorf("%w Config.CallTimeout %v: want less than half the shorter TTL (%v): "+
-			"a lock must stay valid well past the call that took or extended it",
-			ErrInvalid, c.CallTimeout, min(c.ExecTTL, c.QueueTTL))
+	case max(len(c.Prefix), len(c.NodeName)) > MaxNameLen:
+		return c, fmt.Errorf("%w Config.Prefix (%d bytes) or Config.NodeName (%d bytes): want at most %d bytes each",
+			ErrInvalid, len(c.Prefix), len(c.NodeName), MaxNameLen)
+	case shorter < MinTTL:
+		return c, fmt.Errorf("%w Config.ExecTTL %v or Config.QueueTTL %v: want at least %v each",
+			ErrInvalid, c.ExecTTL, c.QueueTTL, MinTTL)
+	case c.CallTimeout <= 0 || 2*c.CallTimeout >= shorter:
+		// A lock must stay valid well past the call that took or extended it.
+		return c, fmt.Errorf("%w Config.CallTimeout %v: want a positive duration less than half the shorter TTL (%v)",
+			ErrInvalid, c.CallTimeout, shorter)
 	}
-	return nil
+	return c, nil
 }
 
 // DefaultNodeTimeout is NewClient's dial, read, write and pool timeout: half of
@@ -150,7 +139,7 @@ func ParseNode(node string) (*redis.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w Redis node %q: want host:port or redis://host:port[/db]: %w", ErrInvalid, node, err)
 	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || host == "" {
+	if p, _ := strconv.Atoi(port); p < 1 || p > 65535 || host == "" { // 0 when port is not a number
 		return nil, fmt.Errorf("%w Redis node %q: want host:port with a port number from 1 to 65535", ErrInvalid, node)
 	}
 	return &redis.Options{Addr: node}, nil
@@ -158,42 +147,31 @@ func ParseNode(node string) (*redis.Options, error) {
 
 // NewClient returns a client for one lock node, built from a copy of opts with what lock calls
 // need where opts leaves it unset: DefaultNodeTimeout as dial, read, write and pool timeout;
-// MaxRetries and DialerRetries 1, since a quorum of other nodes already masks a failing one (the
-// retry covers a pooled connection to a restarted node); no maintenance notifications and no
-// CLIENT SETINFO, for fewer round trips when a node comes back. ContextTimeoutEnabled is always
-// on: without it go-redis ignores a context's deadline on socket I/O, and one stalled node would
-// stall every lock call. The caller closes the client.
+// MaxRetries and DialerRetries 1, enough for a pooled connection to a restarted node, as a quorum
+// masks a failing one; no maintenance notifications and no CLIENT SETINFO, for fewer round trips
+// when a node comes back. ContextTimeoutEnabled is always on, or go-redis would ignore a deadline
+// on socket I/O and one stalled node would stall every lock call. The caller closes the client.
 //
 // The first NewClient of the process routes go-redis's process-wide logger, which prints a line
-// for every failed dial, to slog.Default() at Debug level with logger=go-redis, since jobpipe's
-// dispatcher reports the nodes that do not answer itself; call redis.SetLogger after it to route
-// them elsewhere.
+// for every failed dial, to slog.Default() at Debug level with logger=go-redis, since the
+// dispatcher reports silent nodes itself; call redis.SetLogger after it to route them elsewhere.
 func NewClient(opts *redis.Options) *redis.Client {
 	routeRedisLogs()
 	o := *opts
 	o.ContextTimeoutEnabled, o.DisableIdentity = true, true
 	for _, d := range []*time.Duration{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout} {
-		setIfZero(d, DefaultNodeTimeout)
+		*d = cmp.Or(*d, DefaultNodeTimeout)
 	}
-	setIfZero(&o.MaxRetries, 1)
-	setIfZero(&o.DialerRetries, 1)
-	setIfZero(&o.MaxRetryBackoff, 100*time.Millisecond)
-	setIfZero(&o.MaintNotificationsConfig, &maintnotifications.Config{Mode: maintnotifications.ModeDisabled})
+	o.MaxRetries, o.DialerRetries = cmp.Or(o.MaxRetries, 1), cmp.Or(o.DialerRetries, 1)
+	o.MaxRetryBackoff = cmp.Or(o.MaxRetryBackoff, 100*time.Millisecond)
+	o.MaintNotificationsConfig = cmp.Or(o.MaintNotificationsConfig, &maintnotifications.Config{Mode: maintnotifications.ModeDisabled})
 	return redis.NewClient(&o)
-}
-
-func setIfZero[T comparable](p *T, v T) {
-	var zero T
-	if *p == zero {
-		*p = v
-	}
 }
 
 // routeRedisLogs sets go-redis's process-wide logger once (see NewClient).
 var routeRedisLogs = sync.OnceFunc(func() { redis.SetLogger(slogRedisLogger{}) })
 
-// slogRedisLogger passes go-redis's lines to slog.Default(), looked up for each line so that a
-// default logger set later applies.
+// slogRedisLogger passes go-redis's lines to slog.Default(), looked up per line so a later one applies.
 type slogRedisLogger struct{}
 
 // Printf logs one go-redis line.

@@ -21,16 +21,13 @@
 //
 // Every call makes one attempt, bounded by Config.CallTimeout even when nodes are down or stalled,
 // and returns once a quorum has decided: [ErrTaken] for a busy key, [ErrUnavailable] for an outage.
-// Over several nodes an attempt can also fail with nobody winning (each node says yes to a
-// different contender); that is safe. The commands to the other nodes run on to the deadline, in
-// order, so that a lock reaches every node that answers and no delete overtakes its SET NX; where
-// a call may have left its value behind, a janitor deletes it once the node answers again (see
-// [Locker.Close]).
+// Over several nodes an attempt can also fail with nobody winning, which is safe. The commands to
+// the other nodes run on to the deadline, in order, so that a lock reaches every node that answers
+// and no delete overtakes its SET NX; a janitor deletes what a failed call may have left behind
+// once its node answers again (see [Locker.Close]).
 //
-// An extension never re-takes a lapsed lock: it returns ErrLost. [Lock.Until] is this process's
-// estimate of the validity, not a guarantee: a Redis node restarted without persistence forgets
-// its locks, and two single-node restarts in a row (a rolling restart) let a second holder take a
-// lock whose first holder's Until is still in the future. The first learns it at its next
-// heartbeat; until then only the database's token refuses the stale holder's writes. A paused
-// process can likewise outlive its lock without knowing. Hence the fence.
+// An extension never re-takes a lapsed lock: it returns ErrLost. [Lock.Until] is an estimate, not
+// a guarantee: a Redis node restarted without persistence forgets its locks, so a rolling restart
+// can let a second holder in before the first's Until, and a paused process can outlive its lock
+// unaware; until its next heartbeat, only the database's token fences the stale holder.
 package execlock

@@ -127,3 +127,10 @@ func closeAll(clients []*redis.Client) error {
 	}
 	return errors.Join(errs...)
 }
+
+// pendingCount returns how many deletes are pending or being sent.
+func (j *janitor) pendingCount() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.pending) + j.out
+}

@@ -7,19 +7,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// markKey keys the context value that marks a lock call's commands for callHook.
-type markKey struct{}
-
-// callMark tells callHook which call of which lock a command belongs to.
+// callMark tells callHook which call of which lock a command belongs to. Its context key is the
+// call's Locker, so that another Locker's hook on a shared client lets the command pass.
 type callMark struct {
-	locker  *Locker
 	track   lockTrack
 	acquire bool // the lock's acquire, not a later extension or release
 }
 
 // callContext bounds a call on the lock that track follows by CallTimeout, and marks its commands.
 func (l *Locker) callContext(ctx context.Context, track lockTrack, acquire bool) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithValue(ctx, markKey{}, &callMark{l, track, acquire}), l.cfg.CallTimeout)
+	return context.WithTimeout(context.WithValue(ctx, l, &callMark{track, acquire}), l.cfg.CallTimeout)
 }
 
 // lockTrack follows a lock's acquire on each node (see callHook).
@@ -33,18 +30,9 @@ type nodeTrack struct {
 	answered bool            // that command was answered; set before ended is closed
 }
 
-func newLockTrack(nodes int) lockTrack {
-	t := make(lockTrack, nodes)
-	for i := range t {
-		t[i] = nodeTrack{turn: make(chan struct{}, 1), ended: make(chan struct{})}
-	}
-	return t
-}
-
 // unsettled returns the nodes where the acquire's command has not been answered: it may still
 // run there, after any delete sent so far.
-func (t lockTrack) unsettled() []int {
-	var nodes []int
+func (t lockTrack) unsettled() (nodes []int) {
 	for i := range t {
 		select {
 		case <-t[i].ended:
@@ -59,13 +47,13 @@ func (t lockTrack) unsettled() []int {
 }
 
 // callHook is the hook New adds to each node's client; commands other than its Locker's pass
-// unchanged. redsync's fail-fast returns once a quorum has answered and cancels the round's
-// context, and go-redis would then drop the commands not yet on a connection, leaving the lock on
-// a bare quorum: callHook runs each to its deadline. It also keeps a lock's commands on each node
-// in order, since a delete sent on another connection could overtake the SET NX it follows and
-// leave a lock nobody holds: an acquire's commands on a node run one at a time, one whose round
-// ended before it got here is dropped once a later round (a failed attempt's clean-up) has started
-// there, and the lock's later calls wait for the acquire's first command there to end.
+// unchanged. redsync's fail-fast cancels a round once a quorum has answered, and go-redis would then
+// drop the commands not yet on a connection, leaving the lock on a bare quorum: callHook runs each
+// to its deadline. It also keeps a lock's commands on a node in order, lest a delete sent on another
+// connection overtake the SET NX it follows and leave a lock nobody holds: an acquire's commands
+// there run one at a time, one whose round ended first is dropped once a later round (a failed
+// attempt's clean-up) has started there, and the lock's later calls wait for the acquire's first
+// command there to end.
 type callHook struct {
 	locker *Locker
 	node   int
@@ -82,13 +70,13 @@ func (callHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 // ProcessHook runs a lock call's command as the type's documentation says.
 func (h callHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		m, _ := ctx.Value(markKey{}).(*callMark)
+		m, _ := ctx.Value(h.locker).(*callMark)
 		deadline, ok := ctx.Deadline()
-		if m == nil || m.locker != h.locker || !ok {
+		if m == nil || !ok {
 			return next(ctx, cmd)
 		}
 		// Unmarked: go-redis runs a new connection's handshake through the hooks too.
-		unmarked := context.WithValue(context.WithoutCancel(ctx), markKey{}, (*callMark)(nil))
+		unmarked := context.WithValue(context.WithoutCancel(ctx), h.locker, (*callMark)(nil))
 		detached, cancel := context.WithDeadline(unmarked, deadline)
 		defer cancel()
 		n := &m.track[h.node]

@@ -17,8 +17,7 @@ const deleteScript = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis
 const (
 	// janitorHorizon bounds how long a delete is retried; past it, leftovers expire by their TTL.
 	janitorHorizon = 10 * time.Minute
-	// maxPendingDeletes bounds the janitor's memory during a long outage; the deletes it drops
-	// leave their keys to expire by their TTL.
+	// maxPendingDeletes bounds the janitor's memory in a long outage; what it drops expires by its TTL.
 	maxPendingDeletes = 10000
 )
 
@@ -30,10 +29,9 @@ type pendingDelete struct {
 	answered    bool // the node answered once: the next send is the confirmation
 }
 
-// janitor sends the Locker's compare-and-delete where a lock call may have left its value: first
-// once the call's commands have ended (its deadline), then every interval until the node answers,
-// then once more a tick later, since a stalled node that resumes runs what was written to it
-// meanwhile in no set order, so an old SET NX can land after the first delete.
+// janitor sends the Locker's compare-and-delete where a lock call may have left its value: once the
+// call's commands have ended, then every interval until the node answers, then once more a tick later,
+// as a node resuming from a stall runs what it was sent in any order: a SET NX may follow the delete.
 type janitor struct {
 	nodes    []*redis.Client
 	interval time.Duration // between retries; also each send's timeout
@@ -44,10 +42,6 @@ type janitor struct {
 	pending         []pendingDelete
 	out             int // deletes being sent
 	running, closed bool
-}
-
-func newJanitor(nodes []*redis.Client, interval time.Duration) *janitor {
-	return &janitor{nodes: nodes, interval: interval, stop: make(chan struct{})}
 }
 
 // add schedules the delete of key=value on each of nodes, due at the end of the call that left it.
@@ -66,8 +60,7 @@ func (j *janitor) add(nodes []int, key, value string, due time.Time) {
 	}
 }
 
-// tick is the janitor's step and the confirmation's delay: a resumed node reads what was written
-// to it while stopped within a few turns of its event loop.
+// tick is the janitor's step and the confirmation's delay: a few turns of a resumed node's event loop.
 func (j *janitor) tick() time.Duration { return max(j.interval/4, 20*time.Millisecond) }
 
 // loop sends the deletes that are due each tick, until none is pending or the janitor is closed.
@@ -113,13 +106,11 @@ func (j *janitor) loop() {
 func (j *janitor) send(node int, ds []pendingDelete) {
 	ctx, cancel := context.WithTimeout(context.Background(), j.interval)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(ds))
-	_, err := j.nodes[node].Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, d := range ds {
-			cmds[i] = p.Eval(ctx, deleteScript, []string{d.key}, d.value)
-		}
-		return nil
-	})
+	p, cmds := j.nodes[node].Pipeline(), make([]*redis.Cmd, len(ds))
+	for i, d := range ds {
+		cmds[i] = p.Eval(ctx, deleteScript, []string{d.key}, d.value)
+	}
+	_, err := p.Exec(ctx)
 	now, left := time.Now(), ds[:0]
 	for i, d := range ds {
 		switch {
@@ -150,11 +141,4 @@ func (j *janitor) close() {
 	j.pending = nil
 	j.mu.Unlock()
 	j.wg.Wait()
-}
-
-// pendingCount returns how many deletes are pending or being sent.
-func (j *janitor) pendingCount() int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return len(j.pending) + j.out
 }

@@ -12,9 +12,8 @@ import (
 	"github.com/go-redsync/redsync/v4"
 )
 
-// Sentinel errors. An error of this package wraps one of them, or the caller's context error;
-// only an extension that failed because nodes did not answer wraps two: ErrLost and
-// ErrUnavailable. Messages start with "execlock: ".
+// Sentinel errors; messages start with "execlock: ". An error of this package wraps one of them or
+// the caller's context error; an extension that nodes did not answer wraps ErrLost and ErrUnavailable.
 var (
 	// ErrTaken means another holder has the lock on a quorum of nodes: normal contention. The
 	// error also wraps redsync's *redsync.ErrTaken, which lists the nodes.
@@ -59,9 +58,8 @@ func (k *Lock) Slot() int { return k.slot }
 func (k *Lock) FailedAttempts() int { return k.failed }
 
 // Until returns the end of the lock's validity as this process reckons it (the start of the call
-// that took or last extended it, plus the TTL, minus the call's duration and a 1% clock drift
-// allowance), or the zero time after Release. Past it another holder may take the lock; before
-// it, too, if nodes restart empty (see the package documentation).
+// that took or last extended it, plus the TTL, less a 1% clock drift allowance), or the zero time
+// after Release. Past it another holder may take the lock; before it too, if nodes restart empty.
 func (k *Lock) Until() time.Time {
 	if u := k.until.Load(); u != nil {
 		return *u
@@ -72,22 +70,20 @@ func (k *Lock) Until() time.Time {
 // Extend resets the lock's TTL on a quorum of nodes and moves Until forward; it never takes the
 // lock again where it lapsed. Its error wraps ErrLost when the lock could not be extended: Until
 // passed, or a quorum no longer holds its value (lost for good: every later Extend returns the same
-// error), or nodes did not answer (it also wraps ErrUnavailable; a later Extend may succeed). A job
-// must stop when its execution lock is lost. Extend returns ErrReleased after Release, and ctx's
-// error when ctx ended; it takes at most Config.CallTimeout.
+// error), or nodes did not answer (it also wraps ErrUnavailable; a later Extend may succeed). It
+// returns ErrReleased after Release, ctx's error when ctx ended, and takes at most CallTimeout.
 func (k *Lock) Extend(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	switch {
+	st := &k.locker.stats
+	switch until := k.Until(); {
 	case k.released:
 		return fmt.Errorf("%w: %s", ErrReleased, k.Key())
 	case k.lost != nil:
 		return k.lost
 	case ctx.Err() != nil:
 		return fmt.Errorf("execlock: extend %s: %w", k.Key(), ctx.Err())
-	}
-	st := &k.locker.stats
-	if until := k.Until(); !time.Now().Before(until) {
+	case !time.Now().Before(until):
 		st.extendFailed.Add(1)
 		k.lost = fmt.Errorf("%w: %s: validity ended at %s", ErrLost, k.Key(), until.Format(time.RFC3339Nano))
 		return k.lost
@@ -106,12 +102,10 @@ func (k *Lock) Extend(ctx context.Context) error {
 	st.extendFailed.Add(1)
 	var taken *redsync.ErrTaken
 	switch {
-	case errors.As(err, &taken):
-		// A quorum holds another value or none, and Extend never sets a key.
+	case errors.As(err, &taken): // a quorum holds another value or none, and Extend never sets a key
 		k.lost = fmt.Errorf("%w: %s: not held on %d of %d nodes any more (expired, or taken by another): %w",
 			ErrLost, k.Key(), len(taken.Nodes), len(k.locker.cfg.Nodes), err)
-	case errors.Is(err, redsync.ErrExtendFailed):
-		// A quorum extended, but too slowly for the new validity to have started.
+	case errors.Is(err, redsync.ErrExtendFailed): // extended on a quorum, but too slowly to be valid
 		k.lost = fmt.Errorf("%w: %s: extended too slowly to stay valid: %w", ErrLost, k.Key(), redsync.ErrExtendFailed)
 	default:
 		return fmt.Errorf("%w: %s: %w: %w", ErrLost, k.Key(), ErrUnavailable, err)

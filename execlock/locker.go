@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,12 +35,11 @@ func New(cfg *Config) (*Locker, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: nil Config", ErrInvalid)
 	}
-	c := cfg.withDefaults()
-	if err := c.validate(); err != nil {
+	c, err := cfg.resolve()
+	if err != nil {
 		return nil, err
 	}
-	c.Nodes = slices.Clone(c.Nodes) // the caller may reuse its slice
-	l := &Locker{cfg: c, janitor: newJanitor(c.Nodes, c.CallTimeout)}
+	l := &Locker{cfg: c, janitor: &janitor{nodes: c.Nodes, interval: c.CallTimeout, stop: make(chan struct{})}}
 	pools := make([]rsredis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
 		n.AddHook(callHook{locker: l, node: i})
@@ -90,7 +87,7 @@ func (l *Locker) trySlot(ctx context.Context, typ lockType, kind, key string, li
 	if limit < 1 || limit > MaxLimit {
 		return nil, fmt.Errorf("%w limit %d: want 1 to %d", ErrInvalid, limit, MaxLimit)
 	}
-	base, err := keyBase(l.cfg.Prefix, typ, kind, key)
+	first, err := lockKey(l.cfg.Prefix, typ, kind, key, 0) // checks kind before any slot is tried
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +113,7 @@ func (l *Locker) trySlot(ctx context.Context, typ lockType, kind, key string, li
 		failed++
 	}
 	return nil, fmt.Errorf("%w: all %d slots of %s* busy (%d taken, %d skipped)",
-		ErrTaken, limit, base, failed, limit-failed)
+		ErrTaken, limit, strings.TrimSuffix(first, "0"), failed, limit-failed)
 }
 
 // try makes one attempt at one lock.
@@ -128,11 +125,7 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("execlock: acquire %s: %w", name, err)
 	}
-	var b [16]byte // no two holders share a value
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("execlock: random lock value: %w", err)
-	}
-	value := l.cfg.NodeName + ":" + base64.RawURLEncoding.EncodeToString(b[:])
+	value := l.cfg.NodeName + ":" + rand.Text() // no two holders share a value
 	ttl := l.cfg.ExecTTL
 	if typ == queueLock {
 		ttl = l.cfg.QueueTTL
@@ -142,7 +135,10 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	m := l.rs.NewMutex(name, redsync.WithExpiry(ttl), redsync.WithFailFast(true),
 		redsync.WithTimeoutFactor(float64(l.cfg.CallTimeout)/float64(ttl)),
 		redsync.WithGenValueFunc(func() (string, error) { return value, nil }))
-	track := newLockTrack(len(l.cfg.Nodes))
+	track := make(lockTrack, len(l.cfg.Nodes))
+	for i := range track {
+		track[i] = nodeTrack{turn: make(chan struct{}, 1), ended: make(chan struct{})}
+	}
 	callCtx, cancel := l.callContext(ctx, track, true) // also covers redsync's clean-up round
 	defer cancel()
 	err = m.TryLockContext(callCtx)
@@ -152,9 +148,8 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 		k.until.Store(new(m.Until()))
 		return k, nil
 	}
-	// redsync's clean-up round does not say where it deleted, and its delete can pass the
-	// attempt's own SET NX on a stalled node: the janitor deletes our value wherever the attempt
-	// may have left it, once the call's commands have ended.
+	// redsync's clean-up round does not say where it deleted, and its delete can pass the attempt's
+	// own SET NX on a stalled node: the janitor deletes our value wherever the attempt may have left it.
 	deadline, _ := callCtx.Deadline()
 	l.janitor.add(tallyOf(err).untaken(len(l.cfg.Nodes)), name, value, deadline)
 	var taken *redsync.ErrTaken
@@ -164,12 +159,10 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 		return nil, fmt.Errorf("%w: %s: %w", ErrTaken, name, err)
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("execlock: acquire %s: %w", name, ctx.Err())
+	case errors.Is(err, redsync.ErrFailed): // a quorum answered, but too late for the lock to be valid
+		err = fmt.Errorf("quorum reached too slowly: %w", err)
 	}
 	l.stats.unavailable.Add(1)
-	if errors.Is(err, redsync.ErrFailed) {
-		// A quorum answered, but too late for the lock to be valid when the call returned.
-		return nil, fmt.Errorf("%w: acquire %s: quorum reached too slowly: %w", ErrUnavailable, name, err)
-	}
 	return nil, fmt.Errorf("%w: acquire %s: %w", ErrUnavailable, name, err)
 }
 
@@ -181,13 +174,12 @@ const (
 	execLock  lockType = "x:"
 )
 
-// hashedKeyPrefix marks a key value replaced by its SHA-256.
-const hashedKeyPrefix = "sha256:"
-
-// keyBase returns the lock key of (typ, kind, key) up to its slot number. The kind ends at the
-// first ':', the key value (any bytes) at the last.
-func keyBase(prefix string, typ lockType, kind, key string) (string, error) {
+// lockKey returns the lock key of one slot. The kind ends at the first ':', the key value (any
+// bytes) at the last.
+func lockKey(prefix string, typ lockType, kind, key string, slot int) (string, error) {
 	switch {
+	case slot < 0 || slot >= MaxLimit:
+		return "", fmt.Errorf("%w slot %d: want 0 to %d", ErrInvalid, slot, MaxLimit-1)
 	case kind == "":
 		return "", fmt.Errorf("%w kind: empty", ErrInvalid)
 	case len(kind) > MaxNameLen:
@@ -195,29 +187,17 @@ func keyBase(prefix string, typ lockType, kind, key string) (string, error) {
 	case strings.ContainsRune(kind, ':'):
 		return "", fmt.Errorf("%w kind %q: contains ':', the lock key separator", ErrInvalid, kind)
 	}
-	return prefix + string(typ) + kind + ":" + keyPart(key) + ":", nil
+	return prefix + string(typ) + kind + ":" + keyPart(key) + ":" + strconv.Itoa(slot), nil
 }
 
-// lockKey returns the full lock key of one slot.
-func lockKey(prefix string, typ lockType, kind, key string, slot int) (string, error) {
-	if slot < 0 || slot >= MaxLimit {
-		return "", fmt.Errorf("%w slot %d: want 0 to %d", ErrInvalid, slot, MaxLimit-1)
-	}
-	base, err := keyBase(prefix, typ, kind, key)
-	if err != nil {
-		return "", err
-	}
-	return base + strconv.Itoa(slot), nil
-}
-
-// keyPart returns the key value as it appears in a lock key: itself, or hashed when it is longer
-// than MaxKeyLen or starts with hashedKeyPrefix, so that no literal value names a hashed one's lock.
+// keyPart returns the key value as it appears in a lock key: itself, or "sha256:" and its hash when
+// longer than MaxKeyLen or starting with "sha256:", so that no literal value names a hashed one's lock.
 func keyPart(key string) string {
-	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, hashedKeyPrefix) {
+	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, "sha256:") {
 		return key
 	}
 	sum := sha256.Sum256([]byte(key))
-	return hashedKeyPrefix + hex.EncodeToString(sum[:])
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // PingNodes sends PING to every node at once and returns each node's error (nil when it answered)
