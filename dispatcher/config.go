@@ -77,6 +77,16 @@ type Config struct {
 	PollOnly bool
 	// ClaimBatch is the most jobs one claim statement takes. Default 100.
 	ClaimBatch int
+	// FinishWait is the longest the outcomes of a kind without a key or a total limit may wait to be
+	// written together, while fewer than a batch's worth are ready: when jobs trickle in, each outcome
+	// would otherwise cost a statement and a commit of its own. It delays a job's processed_at (and
+	// a RunAgain job's next run) by at most that, never a job's start, and adds nothing under load,
+	// where batches fill at once. Keyed kinds (a key run's next job waits for the finish) and kinds
+	// with a total limit (a finished job holds its share until written) never wait. Default
+	// DefaultFinishWait, or half of HeartbeatInterval when that is shorter; negative writes each
+	// outcome as soon as a statement is free. It must be shorter than HeartbeatInterval, so that a
+	// finished job's lease outlasts the wait.
+	FinishWait time.Duration
 	// RescueInterval is how often the elected leader looks for expired leases. Default LeaseTTL/3,
 	// at most 5 s. A lease is never rescued because of time in which its worker could not reach the
 	// database: the leader rescues only once its own statements have reached the database without a
@@ -114,7 +124,9 @@ const (
 	DefaultKeyRunTime = 5 * time.Second
 	// DefaultPruneInterval is the default Config.PruneInterval.
 	DefaultPruneInterval = time.Minute
-	pollOnlyInterval     = 200 * time.Millisecond
+	// DefaultFinishWait is the default Config.FinishWait.
+	DefaultFinishWait = 10 * time.Millisecond
+	pollOnlyInterval  = 200 * time.Millisecond
 	// minDispatcherConns lets a claim, a heartbeat and a finish each wait for at most one other
 	// statement rather than for one another in turn.
 	minDispatcherConns = 2
@@ -169,6 +181,9 @@ func (c Config) withDefaults() Config {
 	if c.PruneInterval == 0 {
 		c.PruneInterval = DefaultPruneInterval
 	}
+	if c.FinishWait == 0 {
+		c.FinishWait = min(DefaultFinishWait, c.HeartbeatInterval/2)
+	}
 	if c.DB != nil {
 		dbConns := int(c.DB.Config().MaxConns)
 		if c.DispatcherConns == 0 {
@@ -219,6 +234,9 @@ func (c Config) validate() error {
 	}
 	if c.KeyRunTime < 0 {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.KeyRunTime %v is negative: give how long a key run may last before it gives its key back, or 0 for the default %v", c.KeyRunTime, DefaultKeyRunTime))
+	}
+	if c.FinishWait >= c.HeartbeatInterval && c.HeartbeatInterval > 0 {
+		errs = append(errs, fmt.Errorf("dispatcher: Config.FinishWait %v must be shorter than HeartbeatInterval %v, so that a finished job's lease outlasts the wait (default %v; negative: no wait)", c.FinishWait, c.HeartbeatInterval, DefaultFinishWait))
 	}
 	if c.PollInterval <= 0 {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.PollInterval %v must be positive", c.PollInterval))

@@ -21,7 +21,7 @@ func TestConfigListsEveryProblem(t *testing.T) {
 		}
 	}()
 	_, err := dispatcher.New(dispatcher.Config{Redis: two, Concurrency: -1, LeaseTTL: time.Second, HeartbeatInterval: 900 * time.Millisecond,
-		RescueInterval: time.Minute, LeaderTTL: 15 * time.Second, HandlerGrace: -time.Second})
+		RescueInterval: time.Minute, LeaderTTL: 15 * time.Second, HandlerGrace: -time.Second, FinishWait: time.Second})
 	if err == nil {
 		t.Fatal("New accepted a bad config")
 	}
@@ -32,6 +32,7 @@ func TestConfigListsEveryProblem(t *testing.T) {
 		"dispatcher: Config.HeartbeatInterval 900ms must be positive and at most half of LeaseTTL (1s)",
 		"dispatcher: Config.RescueInterval 1m0s must be positive and shorter than LeaderTTL 15s",
 		"dispatcher: Config.HandlerGrace -1s is negative: give how long a handler whose context ended may take to return (default 5s)",
+		"dispatcher: Config.FinishWait 1s must be shorter than HeartbeatInterval 900ms, so that a finished job's lease outlasts the wait (default 10ms; negative: no wait)",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not say %q:\n%v", want, err)

@@ -53,7 +53,7 @@ func newFinisher(k *kindRunner) *finisher {
 	if k.keyed {
 		lanes = finishStatements
 	} else {
-		f.gather = finishGather
+		f.gather = k.sh.cfg.FinishWait
 	}
 	for range lanes {
 		f.lanes = append(f.lanes, make(chan finishReq, maxFinishBatch))
@@ -112,19 +112,19 @@ func (f *finisher) run(reqs chan finishReq) {
 				break gather
 			}
 		}
-		if len(batch) < finishGatherBelow && f.gather > 0 {
+		// A finished job of a kind with a total limit holds its share of it until its outcome is
+		// written, so those are written at once.
+		if len(batch) < finishGatherBelow && f.gather > 0 && !f.k.hasTotal.Load() {
 			batch = gatherMore(batch, reqs, timer, f.gather)
 		}
 		f.flush(batch)
 	}
 }
 
-// finishGather is how long a plain kind's finisher waits for more outcomes when it has fewer than
-// finishGatherBelow to write (see gatherMore).
-const (
-	finishGather      = 2 * time.Millisecond
-	finishGatherBelow = 16
-)
+// finishGatherBelow is the batch size below which a plain kind's finisher waits up to
+// Config.FinishWait for more outcomes (see gatherMore): a statement's own cost is then shared by
+// enough rows that waiting for more would save little.
+const finishGatherBelow = 128
 
 // gatherMore adds to batch the outcomes that come within wait. When jobs trickle in, each outcome
 // would otherwise be a statement and a commit of its own; under load the batches are larger and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobpipe/jobpipe/dispatcher"
 	"github.com/jobpipe/jobpipe/jobinfo"
+	"github.com/jobpipe/jobpipe/limits"
 )
 
 // claimCounter counts the claim statements of plain kinds a pool sends, and the reads of the next
@@ -190,5 +191,84 @@ func TestDueTimerFollowsTheLatestReading(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the job due in 1.5 s did not start within 10 s: the due timer was armed from a stale reading")
+	}
+}
+
+// finishCounter counts a plain kind's finish statements.
+type finishCounter struct{ n atomic.Int64 }
+
+func (c *finishCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(d.SQL, "WITH u AS (") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *finishCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Outcomes of a plain kind that trickle in wait up to Config.FinishWait to be written together;
+// with a negative FinishWait, or for a kind with a total limit (whose finished jobs hold a share of
+// it until written), each is written at once.
+func TestFinishWaitGathersTricklingOutcomes(t *testing.T) {
+	t.Parallel()
+	const jobs = 10
+	for _, tc := range []struct {
+		name       string
+		finishWait time.Duration
+		total      bool
+		together   bool // enqueued at once, each processed within the wait; or one at a time
+		want       func(n int64) bool
+		wantText   string
+	}{
+		{name: "gathered", finishWait: 800 * time.Millisecond, together: true, want: func(n int64) bool { return n >= 1 && n <= 2 }, wantText: "1 or 2 (one per statement loop)"},
+		{name: "no wait", finishWait: -1, want: func(n int64) bool { return n == jobs }, wantText: "one per job"},
+		{name: "total limit", finishWait: 800 * time.Millisecond, total: true, want: func(n int64) bool { return n == jobs }, wantText: "one per job"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := newRun(t)
+			kind := jobinfo.MustDefine[plainJob]("finish_wait")
+			createKind(t, b.db, kind)
+			if tc.total {
+				if err := limits.SetMaxRunning(ctx, b.db, "finish_wait", 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			counter := &finishCounter{}
+			pcfg := b.db.Config()
+			pcfg.ConnConfig.Tracer = counter
+			traced, err := pgxpool.NewWithConfig(ctx, pcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(traced.Close)
+			cfg := b.cfg
+			cfg.DB, cfg.FinishWait = traced, tc.finishWait
+			d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+				return dispatcher.Register(d, kind, func(context.Context, *dispatcher.Job[plainJob]) error { return nil })
+			})
+			start := time.Now()
+			for i := range jobs {
+				if _, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: int64(i)}); err != nil {
+					t.Fatal(err)
+				}
+				if !tc.together {
+					// Processed well within the wait: nothing held the outcome back.
+					waitFor(t, "the job processed", 400*time.Millisecond, func() (bool, error) {
+						return d.Stats().Processed == int64(i+1), nil
+					})
+				}
+			}
+			waitFor(t, "every job processed", 10*time.Second, func() (bool, error) {
+				return d.Stats().Processed == jobs, nil
+			})
+			if n := counter.n.Load(); !tc.want(n) {
+				t.Errorf("%d finish statements for %d jobs in %v; want %s", n, jobs, time.Since(start).Round(time.Millisecond), tc.wantText)
+			}
+			if n := countWhere(t, b.db, "finish_wait", "processed_at IS NOT NULL AND lease_expires_at IS NULL"); n != jobs {
+				t.Errorf("%d rows processed; want %d", n, jobs)
+			}
+		})
 	}
 }
