@@ -64,9 +64,10 @@ func newFinisher(k *kindRunner) *finisher {
 // start runs the finisher's statement loops until close and every lane is drained.
 func (f *finisher) start() {
 	var loops sync.WaitGroup
+	turns := make([]sync.Mutex, len(f.lanes))
 	for i := range finishStatements {
-		lane := f.lanes[i%len(f.lanes)]
-		loops.Go(func() { f.run(lane) })
+		lane := i % len(f.lanes)
+		loops.Go(func() { f.run(f.lanes[lane], &turns[lane]) })
 	}
 	go func() {
 		loops.Wait()
@@ -93,12 +94,21 @@ func (f *finisher) close() {
 	<-f.done
 }
 
-func (f *finisher) run(reqs chan finishReq) {
+// run is one statement loop of a lane. The loops of a lane take turns to gather a batch (turn): one
+// gathers while the other's statement runs, and two loops gathering at once would halve each other's
+// batches.
+func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 	batch := make([]finishReq, 0, maxFinishBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	for req := range reqs {
+	for {
+		turn.Lock()
+		req, ok := <-reqs
+		if !ok {
+			turn.Unlock()
+			return
+		}
 		batch = append(batch[:0], req)
 	gather:
 		for len(batch) < maxFinishBatch {
@@ -117,6 +127,7 @@ func (f *finisher) run(reqs chan finishReq) {
 		if len(batch) < finishGatherBelow && f.gather > 0 && !f.k.hasTotal.Load() {
 			batch = gatherMore(batch, reqs, timer, f.gather)
 		}
+		turn.Unlock()
 		f.flush(batch)
 	}
 }

@@ -147,7 +147,7 @@ func (p *producer) nextClaim(ctx context.Context, timer *time.Timer) int {
 
 // claimGather is how long a kind without a backlog waits, once woken, before it claims (see gather):
 // producer.gatherFor's value.
-const claimGather = time.Millisecond
+const claimGather = 2 * time.Millisecond
 
 // gather waits p.gatherFor before a claim of a kind without a backlog, so that the jobs enqueued
 // meanwhile start with the same claim: when jobs trickle in, each would otherwise cost a claim

@@ -220,7 +220,7 @@ func TestFinishWaitGathersTricklingOutcomes(t *testing.T) {
 		want       func(n int64) bool
 		wantText   string
 	}{
-		{name: "gathered", finishWait: 800 * time.Millisecond, together: true, want: func(n int64) bool { return n >= 1 && n <= 2 }, wantText: "1 or 2 (one per statement loop)"},
+		{name: "gathered", finishWait: 800 * time.Millisecond, together: true, want: func(n int64) bool { return n >= 1 && n <= 2 }, wantText: "1 (2 if the jobs outlasted the wait)"},
 		{name: "no wait", finishWait: -1, want: func(n int64) bool { return n == jobs }, wantText: "one per job"},
 		{name: "total limit", finishWait: 800 * time.Millisecond, total: true, want: func(n int64) bool { return n == jobs }, wantText: "one per job"},
 	} {
