@@ -125,7 +125,7 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 		// A finished job of a kind with a total limit holds its share of it until its outcome is
 		// written, so those are written at once.
 		if len(batch) < finishGatherBelow && f.gather > 0 && !f.k.hasTotal.Load() {
-			batch = gatherMore(batch, reqs, timer, f.gather)
+			batch = gatherMore(batch, reqs, timer, f.gather, finishGatherBelow)
 		}
 		turn.Unlock()
 		f.flush(batch)
@@ -137,13 +137,14 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 // enough rows that waiting for more would save little.
 const finishGatherBelow = 128
 
-// gatherMore adds to batch the outcomes that come within wait. When jobs trickle in, each outcome
-// would otherwise be a statement and a commit of its own; under load the batches are larger and
-// written at once. Only plain kinds wait: a key run's next job waits for its predecessor's finish.
-func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait time.Duration) []finishReq {
+// gatherMore adds to batch the outcomes that come within wait, until it holds upTo. When jobs
+// trickle in, each outcome would otherwise be a statement and a commit of its own; under load the
+// batch fills at once, and the outcomes left in the lane wait for the next statement rather than
+// holding this one back. Only plain kinds wait: a key run's next job waits for its predecessor's finish.
+func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait time.Duration, upTo int) []finishReq {
 	timer.Reset(wait)
 	defer timer.Stop()
-	for len(batch) < maxFinishBatch {
+	for len(batch) < upTo {
 		select {
 		case r, ok := <-reqs:
 			if !ok {

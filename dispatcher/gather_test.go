@@ -53,16 +53,28 @@ func TestGatherMoreTakesWhatComesWithinTheWait(t *testing.T) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	start := time.Now()
-	batch := gatherMore([]finishReq{{id: 1}}, reqs, timer, 200*time.Millisecond)
+	batch := gatherMore([]finishReq{{id: 1}}, reqs, timer, 200*time.Millisecond, 10)
 	if len(batch) != 4 || batch[3].id != 4 {
 		t.Fatalf("gathered %v; want the 4 outcomes", batch)
 	}
 	if took := time.Since(start); took < 200*time.Millisecond {
 		t.Errorf("returned after %v; want the whole wait", took)
 	}
+	// It returns as soon as the batch holds upTo, with the rest left waiting.
+	for i := range 3 {
+		reqs <- finishReq{id: int64(10 + i)}
+	}
+	start = time.Now()
+	if batch := gatherMore([]finishReq{{id: 9}}, reqs, timer, time.Hour, 3); len(batch) != 3 || len(reqs) != 1 {
+		t.Errorf("gathered %d outcomes, %d left; want 3 and 1", len(batch), len(reqs))
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("a full batch returned after %v; want at once", took)
+	}
+	<-reqs
 	close(reqs)
 	start = time.Now()
-	if batch := gatherMore([]finishReq{{id: 5}}, reqs, timer, time.Hour); len(batch) != 1 {
+	if batch := gatherMore([]finishReq{{id: 5}}, reqs, timer, time.Hour, 10); len(batch) != 1 {
 		t.Errorf("after close: gathered %d outcomes, want 1", len(batch))
 	}
 	if took := time.Since(start); took > time.Second {
