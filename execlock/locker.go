@@ -24,9 +24,7 @@ type Locker struct {
 	cfg     Config
 	rs      *redsync.Redsync
 	janitor *janitor
-	stats   struct {
-		acquired, taken, unavailable, extended, extendFailed, released, releaseFailed atomic.Uint64
-	}
+	stats   struct{ acquired, taken, unavailable, extended, extendFailed, released, releaseFailed atomic.Uint64 }
 }
 
 // New returns a Locker for cfg, after applying defaults and validating it; errors wrap ErrInvalid.
