@@ -67,11 +67,12 @@ const (
 	OutcomeRunAgain
 	// OutcomeReleased: the job never ran (its execution lock was held elsewhere) and was given back.
 	OutcomeReleased
-	// OutcomeLeaseLost: the job's lease or execution lock was lost while it ran; the attempt is not
-	// recorded as done (the row is retried if the fence still held).
+	// OutcomeLeaseLost: the job's lease or execution lock was lost while it ran, and the row was still
+	// this attempt's when its outcome was written: the attempt is not recorded as done, and the job
+	// waits to run again (or failed, with no attempts left).
 	OutcomeLeaseLost
 	// OutcomeStale: the outcome was not recorded because the row had moved on (its token changed, for
-	// example after a rescue).
+	// example after a rescue), whether or not the attempt had noticed that it lost its lease.
 	OutcomeStale
 	// OutcomeTimedOut: the job ran past its kind's timeout and its handler returned an error, or did
 	// not return within Config.HandlerGrace; the job waits to run again, or failed when no attempts
@@ -181,10 +182,10 @@ func elapsed(started time.Time) time.Duration {
 func observed(out rowWrite, held bool, err, lost error) Outcome {
 	var discard *DiscardError
 	switch {
-	case lost != nil:
-		return OutcomeLeaseLost
 	case !held:
 		return OutcomeStale
+	case lost != nil:
+		return OutcomeLeaseLost
 	case (out == writeRetry || out == writeFailed) && errors.Is(err, ErrTimeout):
 		return OutcomeTimedOut
 	case out == writeFailed && errors.As(err, &discard):

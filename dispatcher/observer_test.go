@@ -114,7 +114,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[int64]int{} // runs per job id
 	ids := map[string]int64{}
-	for i, note := range []string{"ok", "flaky", "bad", "discard", "snooze", "again", "stale", "lost"} {
+	for i, note := range []string{"ok", "flaky", "bad", "discard", "snooze", "again", "stale", "lost", "gone"} {
 		res, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: int64(i), Note: note})
 		if err != nil {
 			t.Fatal(err)
@@ -149,26 +149,39 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 				}
 			case "stale":
 				takeBack(j.ID)
-			case "lost":
+			case "gone":
+				// Lost, and the row has moved on by the time the outcome is written: stale.
 				takeBack(j.ID)
 				return j.Heartbeat(ctx)
+			case "lost":
+				if j.Attempt == 1 {
+					takeBack(j.ID)
+					err := j.Heartbeat(ctx)
+					// The row is this attempt's again when its outcome is written: a lost lease, not a
+					// stale finish. The job runs again.
+					if _, uerr := b.db.Exec(context.Background(), `UPDATE observed SET lock_token = lock_token - 1,
+						lease_expires_at = now() + interval '1 minute' WHERE id = $1`, j.ID); uerr != nil {
+						t.Error(uerr)
+					}
+					return err
+				}
 			}
 			return nil
 		})
 	})
 	want := map[dispatcher.Outcome]int{
-		dispatcher.OutcomeProcessed: 4, // ok, flaky, snooze, and the next run of again
+		dispatcher.OutcomeProcessed: 5, // ok, flaky, snooze, the next run of again, lost's second attempt
 		dispatcher.OutcomeRetried:   2, // flaky, bad
 		dispatcher.OutcomeFailed:    1, // bad
 		dispatcher.OutcomeDiscarded: 1,
 		dispatcher.OutcomeSnoozed:   1,
 		dispatcher.OutcomeRunAgain:  1,
-		dispatcher.OutcomeStale:     1,
+		dispatcher.OutcomeStale:     2, // stale, gone
 		dispatcher.OutcomeLeaseLost: 1,
 	}
-	waitFor(t, "12 outcomes", 15*time.Second, func() (bool, error) {
+	waitFor(t, "14 outcomes", 15*time.Second, func() (bool, error) {
 		_, total := rec.outcomes("observed")
-		return total >= 12, nil
+		return total >= 14, nil
 	})
 	got, _ := rec.outcomes("observed")
 	// Stats counts the same outcomes the observer sees, and they add up to the claimed jobs.
@@ -197,8 +210,8 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	if rec.kinds["observed"] != 1 {
 		t.Errorf("Kind called %d times for the kind, want once", rec.kinds["observed"])
 	}
-	if len(rec.lags["observed"]) != 12 {
-		t.Errorf("%d starts observed, want 12 (one per attempt)", len(rec.lags["observed"]))
+	if len(rec.lags["observed"]) != 14 {
+		t.Errorf("%d starts observed, want 14 (one per attempt)", len(rec.lags["observed"]))
 	}
 	for _, lag := range rec.lags["observed"] {
 		if lag < 0 || lag > 10*time.Second {

@@ -49,7 +49,7 @@ func newProducer(k *kindRunner) (*producer, error) {
 // while claims keep failing, up to PollInterval.
 const claimRetryFirst = 50 * time.Millisecond
 
-// produce is a kind's claiming loop: whenever it is woken (a job was enqueued or finished, a scheduled
+// run is the producer's claiming loop: whenever it is woken (a job was enqueued or finished, a scheduled
 // job fell due, the poll ticked) and this dispatcher has free slots for the kind, it claims due jobs
 // and starts them. A claim that failed is tried again soon: most failures are a connection the
 // server ended (a restart, a terminated backend), and the next claim gets a new one; waiting for the
