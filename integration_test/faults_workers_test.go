@@ -255,8 +255,9 @@ func (sc *blockedJobBesidePlainLoad) checkStaleWritesChangedNothing(t *testing.T
 	if n := faultkit.RowsChanged(stale); n != 0 || finishes == 0 {
 		t.Errorf("the paused worker's writes once woken: %+v; want its finish, each changing 0 rows", stale)
 	}
-	if st := sc.victim.Stats(); st == nil || st.LeasesLost < 1 || st.StaleFinishes < 1 {
-		t.Errorf("the paused worker's stats %+v; want the lost lease and the refused finish counted", st)
+	// The attempt lost its lease and its row had moved on when it woke: a stale finish.
+	if st := sc.victim.Stats(); st == nil || st.StaleFinishes < 1 {
+		t.Errorf("the paused worker's stats %+v; want the refused finish counted", st)
 	}
 	if st := sc.other.Stats(); st == nil || st.Rescued < 1 {
 		t.Errorf("the other worker's stats %+v; want its rescue of the paused worker's job counted", st)
