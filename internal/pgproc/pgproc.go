@@ -260,6 +260,10 @@ func (c *Cluster) stopLocked(ctx context.Context, mode Mode) error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("pgproc: pg_ctl stop -m %s returned, but the postmaster (pid %d) has not exited", mode, c.proc.cmd.Process.Pid)
 	}
+	// After an immediate stop, backends may outlive the postmaster for a moment, still attached to
+	// its shared memory, and a start meanwhile would refuse to run. The group's id stays taken while
+	// any of them lives, so it cannot name someone else's processes.
+	waitGroupGone(c.proc.cmd.Process.Pid, 5*time.Second)
 	c.proc = nil
 	return nil
 }
