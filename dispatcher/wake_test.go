@@ -15,34 +15,49 @@ import (
 	"github.com/jobpipe/jobpipe/limits"
 )
 
-// claimCounter counts the claim statements of plain kinds a pool sends, and the reads of the next
-// due time sent on their own (dueAlone).
-type claimCounter struct{ n, dueAlone atomic.Int64 }
+// statementCounter counts the statements of plain kinds a pool sends: claims, reads of the next due
+// time sent on their own (dueAlone), and finishes.
+type statementCounter struct{ claims, dueAlone, finishes atomic.Int64 }
 
-func (c *claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.HasPrefix(d.SQL, "WITH next AS") {
-		c.n.Add(1)
-	}
-	if strings.HasPrefix(d.SQL, "SELECT (SELECT min(t.process_after)") {
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	switch {
+	case strings.HasPrefix(d.SQL, "WITH next AS"):
+		c.claims.Add(1)
+	case strings.HasPrefix(d.SQL, "SELECT (SELECT min(t.process_after)"):
 		c.dueAlone.Add(1)
+	case strings.HasPrefix(d.SQL, "WITH u AS ("):
+		c.finishes.Add(1)
 	}
 	return ctx
 }
 
-func (c *claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // A claim may go in a batch (see claimPlainReadingDue).
-func (c *claimCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	return ctx
 }
 
-func (c *claimCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+func (c *statementCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
 	if strings.HasPrefix(d.SQL, "WITH next AS") {
-		c.n.Add(1)
+		c.claims.Add(1)
 	}
 }
 
-func (c *claimCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// tracedPool returns a pool like db's whose connections report to tracer, closed at the test's end.
+func tracedPool(t *testing.T, db *pgxpool.Pool, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	pcfg := db.Config()
+	pcfg.ConnConfig.Tracer = tracer
+	traced, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(traced.Close)
+	return traced
+}
 
 // Jobs that trickle in, each worked before the next arrives, cost a claim each, which also reads the
 // next due time: the end of a job does not make the dispatcher look for work again when nothing was
@@ -54,21 +69,14 @@ func TestJobEndsDoNotClaimWithoutBacklog(t *testing.T) {
 	b := newRun(t)
 	kind := jobinfo.MustDefine[plainJob]("trickle")
 	createKind(t, b.db, kind)
-	counter := &claimCounter{}
-	pcfg := b.db.Config()
-	pcfg.ConnConfig.Tracer = counter
-	traced, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(traced.Close)
+	counter := &statementCounter{}
 	cfg := b.cfg
-	cfg.DB, cfg.PollInterval, cfg.Concurrency = traced, time.Hour, 4
+	cfg.DB, cfg.PollInterval, cfg.Concurrency = tracedPool(t, b.db, counter), time.Hour, 4
 	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
 		return dispatcher.Register(d, kind, func(context.Context, *dispatcher.Job[plainJob]) error { return nil })
 	})
 	time.Sleep(200 * time.Millisecond) // the first claim at Start
-	counter.n.Store(0)
+	counter.claims.Store(0)
 	counter.dueAlone.Store(0)
 	const trickle = 20
 	for i := range trickle {
@@ -80,7 +88,7 @@ func TestJobEndsDoNotClaimWithoutBacklog(t *testing.T) {
 		})
 	}
 	time.Sleep(100 * time.Millisecond) // any claim a job's end would set off
-	if n := counter.n.Load(); n != trickle {
+	if n := counter.claims.Load(); n != trickle {
 		t.Errorf("%d claims for %d jobs enqueued one at a time; want one each", n, trickle)
 	}
 	// Each claim fell short and the producer then needed the next due time: the claim read it.
@@ -194,18 +202,6 @@ func TestDueTimerFollowsTheLatestReading(t *testing.T) {
 	}
 }
 
-// finishCounter counts a plain kind's finish statements.
-type finishCounter struct{ n atomic.Int64 }
-
-func (c *finishCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.HasPrefix(d.SQL, "WITH u AS (") {
-		c.n.Add(1)
-	}
-	return ctx
-}
-
-func (c *finishCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // Outcomes of a plain kind that trickle in wait up to Config.FinishWait to be written together;
 // with a negative FinishWait, or for a kind with a total limit (whose finished jobs hold a share of
 // it until written), each is written at once.
@@ -235,16 +231,9 @@ func TestFinishWaitGathersTricklingOutcomes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			counter := &finishCounter{}
-			pcfg := b.db.Config()
-			pcfg.ConnConfig.Tracer = counter
-			traced, err := pgxpool.NewWithConfig(ctx, pcfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(traced.Close)
+			counter := &statementCounter{}
 			cfg := b.cfg
-			cfg.DB, cfg.FinishWait = traced, tc.finishWait
+			cfg.DB, cfg.FinishWait = tracedPool(t, b.db, counter), tc.finishWait
 			d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
 				return dispatcher.Register(d, kind, func(context.Context, *dispatcher.Job[plainJob]) error { return nil })
 			})
@@ -263,7 +252,7 @@ func TestFinishWaitGathersTricklingOutcomes(t *testing.T) {
 			waitFor(t, "every job processed", 10*time.Second, func() (bool, error) {
 				return d.Stats().Processed == jobs, nil
 			})
-			if n := counter.n.Load(); !tc.want(n) {
+			if n := counter.finishes.Load(); !tc.want(n) {
 				t.Errorf("%d finish statements for %d jobs in %v; want %s", n, jobs, time.Since(start).Round(time.Millisecond), tc.wantText)
 			}
 			if n := countWhere(t, b.db, "finish_wait", "processed_at IS NOT NULL AND lease_expires_at IS NULL"); n != jobs {
