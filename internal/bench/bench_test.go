@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobpipe/jobpipe/internal/kindsql"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -70,6 +71,22 @@ func TestStatementLabels(t *testing.T) {
 	} {
 		if got := statementLabel(sql); got != want {
 			t.Errorf("statementLabel(%q) = %q, want %q", sql, got, want)
+		}
+	}
+	// The finish statements notify too, and must not be taken for an enqueue's notification.
+	type plain struct {
+		A int64 `jobpipe:"a"`
+	}
+	type keyed struct {
+		A int64 `jobpipe:"a,key"`
+	}
+	for kind, want := range map[*jobinfo.Info]string{
+		jobinfo.MustDefine[plain]("plain").Info(): "finish (batch)",
+		jobinfo.MustDefine[keyed]("keyed").Info(): "finish and next claims (keyed)",
+	} {
+		finish := kindsql.ForDispatcher(kind, kindsql.WriteCodes{}, "jobpipe").Finish
+		if got := statementLabel(finish); got != want {
+			t.Errorf("the finish statement of %s is labelled %q, want %q", kind.Name, got, want)
 		}
 	}
 }

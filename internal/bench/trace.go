@@ -170,6 +170,7 @@ var statementLabels = []struct{ fragment, label string }{
 	{"FOR UPDATE SKIP LOCKED)\nUPDATE", "claim plain (select+update)"},
 	{"AS u(id, slot, first, n)", "claim ids (keyed)"},
 	{"AS u(id, token, outcome, err, delay)", "finish (batch)"},
+	{"AS u(id, token, outcome, err, delay, slot)", "finish and next claims (keyed)"},
 	{"SET lease_expires_at = now() + make_interval(secs => $3)", "heartbeat"},
 	{"SELECT min(t.process_after)", "next due time"},
 	{"INTO jobpipe_leaders", "leader lease"},
