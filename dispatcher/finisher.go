@@ -258,12 +258,14 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 			slots[i] = int32(r.slot)
 		}
 	}
-	args := []any{ids, tokens, outs, errs, delays, k.finishNotifies(batch)}
+	// Planned for its arguments each time rather than once per connection. A plan kept from when
+	// the table was nearly empty joins the batch to the whole table, read in full for every batch,
+	// and PostgreSQL keeps it until the table is next analyzed. A keyed kind's generic plan also
+	// prices the batch's arrays at ten elements and joins the finished and the claimed rows to them
+	// in nested loops, quadratic in a batch of hundreds (docs/benchmarks.md, "Finish statements").
+	args := []any{pgx.QueryExecModeExec, ids, tokens, outs, errs, delays, k.finishNotifies(batch)}
 	if k.keyed {
-		// Planned for its arguments each time rather than once per connection: a generic plan prices
-		// the batch's arrays at ten elements and joins the finished and the claimed rows to them in
-		// nested loops, quadratic in a batch of hundreds (docs/benchmarks.md, "Key runs' finish statement").
-		args = append([]any{pgx.QueryExecModeExec}, append(args, slots, k.info.KeyLimit, k.info.Name, k.leaseSeconds(), k.sh.cfg.NodeName)...)
+		args = append(args, slots, k.info.KeyLimit, k.info.Name, k.leaseSeconds(), k.sh.cfg.NodeName)
 	}
 	sent := time.Now()
 	rows, err := db.Query(ctx, k.sql.finish, args...)

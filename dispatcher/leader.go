@@ -129,7 +129,9 @@ func (k *kindRunner) rescue(ctx context.Context) (int, error) {
 	for i := range delays {
 		delays[i] = k.info.Backoff.Delay(i + 1).Seconds()
 	}
-	rows, err := k.sh.db.Query(ctx, k.sql.rescue, k.info.MaxAttempts, delays, k.sh.cfg.rescueQuiet().Seconds())
+	// Planned each time, as the finish statement is (see runFinish): a plan kept from when the table
+	// was empty would read the whole table on each pass.
+	rows, err := k.sh.db.Query(ctx, k.sql.rescue, pgx.QueryExecModeExec, k.info.MaxAttempts, delays, k.sh.cfg.rescueQuiet().Seconds())
 	if err != nil {
 		k.sh.noteReach(err)
 		return 0, err
