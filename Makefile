@@ -9,6 +9,7 @@
 #   PEER_SCENARIOS, PEER_JOBS, PEER_DURATION, PEER_RATE, PEER_RATE_DURATION, ROUNDS  bench-peers:
 #              the scenarios, drain's jobs, steady's window, rate's jobs/s and how long, rounds
 #              (defaults "drain steady rate", 1000000, 60s, 600, 5m, 3)
+#   PEER_JOBPIPE_FLAGS  bench-peers: more flags for jobpipe's drain and steady (default none)
 #
 # How the tests find PostgreSQL and Redis (TEST_DATABASE_URL/TEST_REDIS_URL, local servers, or
 # testcontainers) is described in internal/testenv/doc.go.
@@ -92,4 +93,4 @@ ROUNDS             ?= 3
 
 bench-peers: local-services ## Compare jobpipe with River: jobs/s ratios (drain, steady), CPU-per-job ratios and p99s (rate), medians (PEER_SCENARIOS, PEER_JOBS, PEER_DURATION, PEER_RATE, PEER_RATE_DURATION, ROUNDS)
 	PEER_SCENARIOS="$(PEER_SCENARIOS)" PEER_JOBS=$(PEER_JOBS) PEER_DURATION=$(PEER_DURATION) PEER_RATE=$(PEER_RATE) \
-		PEER_RATE_DURATION=$(PEER_RATE_DURATION) ROUNDS=$(ROUNDS) bench/peers/compare.sh
+		PEER_RATE_DURATION=$(PEER_RATE_DURATION) ROUNDS=$(ROUNDS) PEER_JOBPIPE_FLAGS="$(PEER_JOBPIPE_FLAGS)" bench/peers/compare.sh

@@ -12,6 +12,8 @@
 #   PEER_RATE           rate's jobs per second           (default 600)
 #   PEER_RATE_DURATION  how long rate offers them        (default 5m)
 #   ROUNDS              rounds per scenario              (default 3)
+#   PEER_JOBPIPE_FLAGS  more flags for jobpipe's drain and steady, such as "--workers 2000
+#                       --claim-batch 1000" to give it River's 2,000 workers (default none)
 #   DATABASE_URL        PostgreSQL for both              (default postgres://127.0.0.1:5432/postgres?sslmode=disable)
 #
 # Each run prints its own RESULT line; a run that fails (or loses or doubles a job) stops the script.
@@ -24,6 +26,7 @@ PEER_DURATION=${PEER_DURATION:-60s}
 PEER_RATE=${PEER_RATE:-600}
 PEER_RATE_DURATION=${PEER_RATE_DURATION:-5m}
 ROUNDS=${ROUNDS:-3}
+read -r -a jobpipe_flags <<<"${PEER_JOBPIPE_FLAGS:-}"
 DATABASE_URL=${DATABASE_URL:-postgres://127.0.0.1:5432/postgres?sslmode=disable}
 export DATABASE_URL
 
@@ -105,8 +108,8 @@ keys_for() {
 
 jobpipe_run() {
   case $1 in
-    drain) run jobpipe drain "$tmp/jobpipe" bench drain --jobs "$PEER_JOBS" --progress 0 ;;
-    steady) run jobpipe steady "$tmp/jobpipe" bench steady --duration "$PEER_DURATION" --progress 0 ;;
+    drain) run jobpipe drain "$tmp/jobpipe" bench drain --jobs "$PEER_JOBS" --progress 0 "${jobpipe_flags[@]}" ;;
+    steady) run jobpipe steady "$tmp/jobpipe" bench steady --duration "$PEER_DURATION" --progress 0 "${jobpipe_flags[@]}" ;;
     rate) run jobpipe rate "$tmp/jobpipe" bench rate --rate "$PEER_RATE" --duration "$PEER_RATE_DURATION" --progress 0 ;;
   esac
   # shellcheck disable=SC2046
@@ -175,7 +178,7 @@ for scenario in "${scenarios[@]}"; do
   fi
 done
 
-say "medians of $ROUNDS rounds"
+say "medians of $ROUNDS rounds${PEER_JOBPIPE_FLAGS:+ (jobpipe with $PEER_JOBPIPE_FLAGS)}"
 for line in "${summary[@]}"; do
   say "$line"
 done

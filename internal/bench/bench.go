@@ -99,6 +99,12 @@ func (s *session) settings(ctx context.Context) {
 	}
 	r.setting("workers_per_dispatcher", o.Workers)
 	r.setting("claim_batch", o.ClaimBatch)
+	if o.KeyRunJobs > 0 {
+		r.setting("key_run_jobs", o.KeyRunJobs)
+	}
+	if o.KeyRunTime > 0 {
+		r.setting("key_run_time", o.KeyRunTime.String())
+	}
 	r.setting("pool_per_dispatcher", o.Pool)
 	r.setting("enqueue_batch", o.Batch)
 	r.setting("analyze_after_load", !o.NoAnalyze)

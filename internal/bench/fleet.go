@@ -47,6 +47,7 @@ func (s *session) startFleet(ctx context.Context, n int, label string, locks boo
 		d, err := dispatcher.New(dispatcher.Config{
 			DB: pool, Redis: clients, RedisPrefix: s.redisPrefix(), NodeName: fmt.Sprintf("bench-%s-%d", label, i),
 			Concurrency: s.opts.Workers, ClaimBatch: s.opts.ClaimBatch, Logger: s.logger,
+			KeyRunJobs: s.opts.KeyRunJobs, KeyRunTime: s.opts.KeyRunTime,
 		})
 		if err != nil {
 			return nil, err

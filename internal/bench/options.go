@@ -45,6 +45,10 @@ type Options struct {
 	Workers, ClaimBatch, Pool int
 	// KeyLimit is the keyed kind's jobinfo.KeyLimit in slots and fair.
 	KeyLimit int
+	// KeyRunJobs and KeyRunTime are each dispatcher's key-run budget (dispatcher.Config's fields of
+	// those names); 0 leaves the dispatcher's default.
+	KeyRunJobs int
+	KeyRunTime time.Duration
 	// SlowFraction of slots' jobs sleep Slow in their handler; the others return at once. The slow
 	// jobs come in runs of SlowRun consecutive jobs of one key (default 2 × KeyLimit), so that their
 	// key reaches its limit; 1 spreads them evenly.
@@ -255,7 +259,7 @@ func (o Options) Validate() error {
 	}{{"--jobs", o.Jobs}, {"--keys", o.Keys}, {"--backlog", o.Backlog}, {"--workers", o.Workers},
 		{"--claim-batch", o.ClaimBatch}, {"--pool", o.Pool}, {"--batch", o.Batch}, {"--repeat", o.Repeat},
 		{"--big-jobs", o.BigJobs}, {"--small-keys", o.SmallKeys}, {"--slow-run", o.SlowRun}, {"--rate", o.Rate},
-		{"--inflight", o.Inflight}} {
+		{"--inflight", o.Inflight}, {"--key-run-jobs", o.KeyRunJobs}} {
 		if c.v < 0 {
 			bad("%s must be positive, not %d", c.flag, c.v)
 		}
@@ -287,8 +291,8 @@ func (o Options) Validate() error {
 	if o.SpawnRedis < 0 || o.SpawnRedis > 7 {
 		bad("--spawn-redis must be from 0 to 7, not %d", o.SpawnRedis)
 	}
-	if o.Duration < 0 || o.Lead < 0 || o.Timeout < 0 {
-		bad("--duration, --lead and --timeout must be positive")
+	if o.Duration < 0 || o.Lead < 0 || o.Timeout < 0 || o.KeyRunTime < 0 {
+		bad("--duration, --lead, --timeout and --key-run-time must be positive")
 	}
 	for _, d := range o.Dispatchers {
 		if d < 1 || d > 32 {

@@ -99,6 +99,8 @@ flags (defaults in brackets):
   --workers N          each dispatcher's Concurrency [100; unique 1000; slots keys x key-limit;
                        latency 32; rate 32; memory --inflight]
   --claim-batch N      each dispatcher's ClaimBatch [100]
+  --key-run-jobs N     each dispatcher's KeyRunJobs, a key run's budget of jobs [1000]
+  --key-run-time D     each dispatcher's KeyRunTime, a key run's budget of time [5s]
   --pool N             connections in each dispatcher's pool [8; herd 4]
   --batch N            jobs per EnqueueMany call [10000]
   --sizes LIST         select: pending rows per round [10000,100000,1000000]
@@ -162,6 +164,8 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.dispatchers, "dispatchers", "", "")
 	fs.IntVar(&o.Workers, "workers", 0, "")
 	fs.IntVar(&o.ClaimBatch, "claim-batch", 0, "")
+	fs.IntVar(&o.KeyRunJobs, "key-run-jobs", 0, "")
+	fs.DurationVar(&o.KeyRunTime, "key-run-time", 0, "")
 	fs.IntVar(&o.Pool, "pool", 0, "")
 	fs.IntVar(&o.Batch, "batch", 0, "")
 	fs.StringVar(&f.sizes, "sizes", "", "")
