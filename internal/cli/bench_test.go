@@ -163,8 +163,14 @@ func TestBenchUniqueSpawnsRedis(t *testing.T) {
 func TestBenchSlots(t *testing.T) {
 	t.Parallel()
 	r := testenv.NewRedis(t)
-	p := resultLine(t, runBenchCLI(t, "slots", "--jobs", "3000", "--keys", "20", "--key-limit", "3", "--slow-fraction", "0.05",
-		"--slow", "50ms", "--redis-url", strings.Join(r.Addrs, ",")),
+	out := runBenchCLI(t, "slots", "--jobs", "3000", "--keys", "20", "--key-limit", "3", "--slow-fraction", "0.05",
+		"--slow", "50ms", "--key-run-jobs", "20", "--key-run-time", "2s", "--redis-url", strings.Join(r.Addrs, ","))
+	for _, setting := range []string{"key_run_jobs", "key_run_time"} {
+		if !strings.Contains(out, setting) {
+			t.Errorf("the settings leave out %s:\n%s", setting, out)
+		}
+	}
+	p := resultLine(t, out,
 		"scenario", "jobs", "keys", "key_limit", "slow_jobs", "workers", "jobs_per_s", "max_per_key", "over_limit", "reached_limit_keys",
 		"lock_failed", "lock_failed_per_1k_jobs", "slot_waits", "slot_wait_p50_ms", "slot_wait_p99_ms", "early")
 	if p["scenario"] != "slots" || p["keys"] != "20" || p["key_limit"] != "3" || p["workers"] != "60" || p["over_limit"] != "0" {
@@ -375,6 +381,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"slots", "--slow-fraction", "1.5"}, "--slow-fraction must be from 0 to 1"},
 		{[]string{"slots", "--slow-fraction", "0"}, "--slow-fraction must be positive, not 0"},
 		{[]string{"fair", "--tail", "0s"}, "--tail must be positive, not 0"},
+		{[]string{"slots", "--key-run-jobs", "-1"}, "--key-run-jobs must be positive, not -1"},
+		{[]string{"slots", "--key-run-time", "-1s"}, "--duration, --lead, --timeout and --key-run-time must be positive"},
 		{[]string{"fair", "--big-jobs", "-5"}, "--big-jobs must be positive, not -5"},
 		{[]string{"latency", "--rate", "0"}, "--rate must be positive, not 0"},
 		{[]string{"latency", "--rate", "-5"}, "--rate must be positive, not -5"},
