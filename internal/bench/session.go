@@ -36,13 +36,19 @@ type session struct {
 	trace  *tracer
 	redis  *redisSet
 	logger *slog.Logger
+	// guard holds the schema's advisory lock for the run (see claimSchema).
+	guard *pgx.Conn
 }
 
 // open creates the run's schema afresh and applies jobpipe's migrations to it.
 func open(ctx context.Context, o Options, r *Report) (*session, error) {
 	s := &session{opts: o, report: r, trace: newTracer(), app: fmt.Sprintf("jobpipe bench %s %d", o.Scenario, os.Getpid()),
 		logger: slog.New(slog.NewTextHandler(o.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if err := s.claimSchema(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.createSchema(ctx); err != nil {
+		s.releaseSchema(ctx)
 		return nil, err
 	}
 	cfg := s.config(DefaultPool)
@@ -51,6 +57,7 @@ func open(ctx context.Context, o Options, r *Report) (*session, error) {
 	db, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		s.dropSchema(ctx)
+		s.releaseSchema(ctx)
 		return nil, err
 	}
 	s.db = db
@@ -70,6 +77,40 @@ func (s *session) config(maxConns int) *pgxpool.Config {
 	cfg.ConnConfig.Tracer = s.trace
 	cfg.MaxConns = int32(maxConns)
 	return cfg
+}
+
+// schemaLockSQL takes the advisory lock that marks the schema $1 as used by a run.
+const schemaLockSQL = "SELECT pg_try_advisory_lock(hashtextextended('jobpipe bench ' || $1, 0))"
+
+// claimSchema takes the schema's advisory lock on a connection of its own, held until the run ends. A
+// second run on the same schema would drop the first's tables under it, and both would then report
+// jobs lost or run twice, so it is refused instead.
+func (s *session) claimSchema(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.opts.DB.ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, schemaLockSQL, s.opts.Schema).Scan(&got); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("locking schema %s: %w", s.opts.Schema, err)
+	}
+	if !got {
+		conn.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("schema %s is in use by another jobpipe bench run: wait for it to end, or give this run another --schema", s.opts.Schema)
+	}
+	s.guard = conn
+	return nil
+}
+
+// releaseSchema ends the connection that holds the schema's advisory lock, which releases it.
+func (s *session) releaseSchema(ctx context.Context) {
+	if s.guard != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = s.guard.Close(ctx)
+		s.guard = nil
+	}
 }
 
 func (s *session) createSchema(ctx context.Context) error {
@@ -120,6 +161,7 @@ func (s *session) close(ctx context.Context) {
 	if s.redis != nil {
 		s.redis.close(ctx)
 	}
+	defer s.releaseSchema(ctx)
 	if s.opts.Keep {
 		fmt.Fprintf(s.opts.Log, "bench: schema %s kept (--keep)\n", s.opts.Schema)
 		return

@@ -74,7 +74,8 @@ flags (defaults in brackets):
                        and fair) [$REDIS_URL, else ` + defaultRedisURL + `]
   --spawn-redis N      start N throw-away redis-server processes on free ports for the run instead
                        (no persistence; killed at the end, also on error or interrupt) [0]
-  --schema NAME        the schema the run owns [jobpipe_bench_SCENARIO]
+  --schema NAME        the schema the run owns, dropped and created afresh; a run that finds
+                       another run on it stops [jobpipe_bench_SCENARIO]
   --keep               keep the schema at the end
   --jobs N             jobs [drain 1000000, unique 1000000, slots 1000000, herd 100000,
                        memory 20000]

@@ -341,6 +341,33 @@ func TestBenchRefusesForeignSchema(t *testing.T) {
 	}
 }
 
+// A schema that another run is using is left to it: dropped and created again under that run, it would
+// make both report lost and doubled jobs.
+func TestBenchRefusesSchemaInUse(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewSchema(t)
+	ctx := context.Background()
+	other, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
+	if _, err := other.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended('jobpipe bench ' || $1, 0))", s.Name); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "bench", "drain", "--jobs", "10", "--database-url", s.URL, "--schema", s.Name)
+	if code != 1 || !strings.Contains(stderr, "schema "+s.Name+" is in use by another jobpipe bench run: wait for it to end, or give this run another --schema") {
+		t.Errorf("exit %d, stderr %q; want exit 1 and a refusal", code, stderr)
+	}
+	if _, err := other.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended('jobpipe bench ' || $1, 0))", s.Name); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, "bench", "drain", "--jobs", "10", "--database-url", s.URL, "--schema", s.Name, "--progress", "0")
+	if code != 0 {
+		t.Errorf("once the schema is free: exit %d, stderr %q; want exit 0", code, stderr)
+	}
+}
+
 // rate runs in a database named after --schema, created for the run; one it did not create stays.
 func TestBenchRateRefusesForeignDatabase(t *testing.T) {
 	t.Parallel()
