@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobpipe/jobpipe/execlock"
+	"github.com/jobpipe/jobpipe/internal/kindsql"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -29,6 +30,9 @@ type claimed struct {
 	decodeErr    error // the data columns did not decode into T
 	claimedAt    time.Time
 	queueLock    *execlock.Lock
+	// keyHasMore is false when no other job of its key waited when it was claimed: a key run from
+	// it ends with it (see continueRun). Claims that do not read it set it.
+	keyHasMore bool
 }
 
 // claim takes up to n due jobs of the kind, within its limits, and reports when the kind's next
@@ -542,9 +546,15 @@ func (k *kindRunner) scanClaimed(rows pgx.Rows, sent time.Time) ([]*claimed, err
 // Every column is decoded from its raw value, so a row whose data does not decode into T fails alone
 // (it is then recorded as failed) instead of failing the batch.
 func (k *kindRunner) scanClaim(rows pgx.Rows, from int, sent time.Time) (*claimed, error) {
-	c := &claimed{claimedAt: sent}
+	c := &claimed{claimedAt: sent, keyHasMore: true}
 	var attempt, slot int32
 	m, fds, raw := rows.Conn().TypeMap(), rows.FieldDescriptions()[from:], rows.RawValues()[from:]
+	// Only ClaimIDs returns a column after the data columns.
+	if last := len(fds) - 1; last == pipelineColumns+len(k.info.Fields) && fds[last].Name == kindsql.KeyHasMoreColumn {
+		if err := m.Scan(fds[last].DataTypeOID, fds[last].Format, raw[last], &c.keyHasMore); err != nil {
+			return nil, fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fds[last].Name, err)
+		}
+	}
 	for i, target := range []any{&c.id, &attempt, &c.token, &c.createdAt, &c.processAfter, &slot, &c.key, &c.startedAt} {
 		if err := m.Scan(fds[i].DataTypeOID, fds[i].Format, raw[i], target); err != nil {
 			return nil, fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fds[i].Name, err)

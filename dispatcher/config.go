@@ -77,12 +77,13 @@ type Config struct {
 	PollOnly bool
 	// ClaimBatch is the most jobs one claim statement takes. Default 100.
 	ClaimBatch int
-	// FinishWait is the longest the outcomes of a kind without a key or a total limit may wait to be
-	// written together, while fewer than a batch's worth are ready: when jobs trickle in, each outcome
-	// would otherwise cost a statement and a commit of its own. It delays a job's processed_at (and
-	// a RunAgain job's next run) by at most that, never a job's start, and adds nothing under load,
-	// where batches fill at once. Keyed kinds (a key run's next job waits for the finish) and kinds
-	// with a total limit (a finished job holds its share until written) never wait. Default
+	// FinishWait is the longest outcomes may wait to be written together, while fewer than a batch's
+	// worth are ready: when jobs trickle in, each outcome would otherwise cost a statement and a commit
+	// of its own. It delays a job's processed_at (and a RunAgain job's next run) by at most that, and
+	// adds nothing under load, where batches fill at once. An outcome that continues a key run (its
+	// next job waits for it) ends the wait, and kinds with a total limit (a finished job holds its
+	// share until written) never wait; a key's slot stays held until its job's outcome is written,
+	// so a job of the key enqueued while its predecessor ran may start that much later. Default
 	// DefaultFinishWait, or half of HeartbeatInterval when that is shorter; negative writes each
 	// outcome as soon as a statement is free. It must be shorter than HeartbeatInterval, so that a
 	// finished job's lease outlasts the wait.

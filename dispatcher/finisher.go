@@ -48,12 +48,10 @@ type finisher struct {
 }
 
 func newFinisher(k *kindRunner) *finisher {
-	f := &finisher{k: k, done: make(chan struct{})}
+	f := &finisher{k: k, gather: k.sh.cfg.FinishWait, done: make(chan struct{})}
 	lanes := 1
 	if k.keyed {
 		lanes = finishStatements
-	} else {
-		f.gather = k.sh.cfg.FinishWait
 	}
 	for range lanes {
 		f.lanes = append(f.lanes, make(chan finishReq, maxFinishBatch))
@@ -123,8 +121,8 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 			}
 		}
 		// A finished job of a kind with a total limit holds its share of it until its outcome is
-		// written, so those are written at once.
-		if len(batch) < finishGatherBelow && f.gather > 0 && !f.k.hasTotal.Load() {
+		// written, and a key run's next job waits for its predecessor's, so those are written at once.
+		if len(batch) < finishGatherBelow && f.gather > 0 && !f.k.hasTotal.Load() && !continuesRun(batch) {
 			batch = gatherMore(batch, reqs, timer, f.gather, finishGatherBelow)
 		}
 		turn.Unlock()
@@ -132,15 +130,16 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 	}
 }
 
-// finishGatherBelow is the batch size below which a plain kind's finisher waits up to
+// finishGatherBelow is the batch size below which a finisher waits up to
 // Config.FinishWait for more outcomes (see gatherMore): a statement's own cost is then shared by
 // enough rows that waiting for more would save little.
 const finishGatherBelow = 128
 
-// gatherMore adds to batch the outcomes that come within wait, until it holds upTo. When jobs
-// trickle in, each outcome would otherwise be a statement and a commit of its own; under load the
-// batch fills at once, and the outcomes left in the lane wait for the next statement rather than
-// holding this one back. Only plain kinds wait: a key run's next job waits for its predecessor's finish.
+// gatherMore adds to batch the outcomes that come within wait, until it holds upTo or one that
+// continues a key run came, whose next job waits for the statement. When jobs trickle in, each
+// outcome would otherwise be a statement and a commit of its own; under load the batch fills at
+// once, and the outcomes left in the lane wait for the next statement rather than holding this one
+// back.
 func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait time.Duration, upTo int) []finishReq {
 	timer.Reset(wait)
 	defer timer.Stop()
@@ -151,11 +150,24 @@ func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait 
 				return batch
 			}
 			batch = append(batch, r)
+			if r.next != nil {
+				return batch
+			}
 		case <-timer.C:
 			return batch
 		}
 	}
 	return batch
+}
+
+// continuesRun reports whether an outcome of batch continues a key run (see finishReq.next).
+func continuesRun(batch []finishReq) bool {
+	for _, r := range batch {
+		if r.next != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // flush writes a batch. While the database cannot be reached it retries, at least every second,

@@ -127,6 +127,43 @@ func TestKeyRunGivesItsKeyBackAtItsBudget(t *testing.T) {
 	}
 }
 
+// A key run from its key's only waiting job ends with it: its finish does not look for a next job,
+// and a job of the key enqueued while it ran starts through a claim pass, after it.
+func TestKeyRunOfAKeysOnlyJobEndsWithIt(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("run_only_job")
+	createKind(t, b.db, kind)
+	var o startOrder
+	running := make(chan struct{})
+	release := make(chan struct{})
+	d := b.start(t, b.cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+			o.add(j.Data)
+			if j.Data.Seq == 0 {
+				close(running)
+				<-release
+			}
+			return nil
+		})
+	})
+	enqueueSeq(t, b, kind, 1)
+	<-running
+	if _, err := dispatcher.Enqueue(context.Background(), b.db, kind, postSync{BlogID: 1, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitFor(t, "both processed", 30*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "run_only_job", "processed_at IS NOT NULL") == 2, nil
+	})
+	if got, want := o.list(), []string{"1/0", "1/1"}; !slices.Equal(got, want) {
+		t.Errorf("started %v, want %v", got, want)
+	}
+	if s := d.Stats(); s.Claimed != 2 || s.RunClaimed != 0 {
+		t.Errorf("stats: claimed %d, by runs %d; want 2 claimed by claim passes", s.Claimed, s.RunClaimed)
+	}
+}
+
 // A run that has used its time gives its key back too: a job of another key waiting between the
 // key's jobs starts before the key's last one.
 func TestKeyRunGivesItsKeyBackAfterItsTime(t *testing.T) {

@@ -202,9 +202,10 @@ func TestDueTimerFollowsTheLatestReading(t *testing.T) {
 	}
 }
 
-// Outcomes of a plain kind that trickle in wait up to Config.FinishWait to be written together;
-// with a negative FinishWait, or for a kind with a total limit (whose finished jobs hold a share of
-// it until written), each is written at once.
+// Outcomes that trickle in wait up to Config.FinishWait to be written together, a keyed kind's too
+// when they end their key runs; with a negative FinishWait, for a kind with a total limit (whose
+// finished jobs hold a share of it until written), or when an outcome continues a key run (whose next
+// job waits for it), each is written at once.
 func TestFinishWaitGathersTricklingOutcomes(t *testing.T) {
 	t.Parallel()
 	const jobs = 10
@@ -212,6 +213,7 @@ func TestFinishWaitGathersTricklingOutcomes(t *testing.T) {
 		name       string
 		finishWait time.Duration
 		total      bool
+		keys       int  // 0: a plain kind; else a keyed kind's jobs spread over that many keys
 		together   bool // enqueued at once, each processed within the wait; or one at a time
 		want       func(n int64) bool
 		wantText   string
@@ -219,13 +221,21 @@ func TestFinishWaitGathersTricklingOutcomes(t *testing.T) {
 		{name: "gathered", finishWait: 800 * time.Millisecond, together: true, want: func(n int64) bool { return n >= 1 && n <= 2 }, wantText: "1 (2 if the jobs outlasted the wait)"},
 		{name: "no wait", finishWait: -1, want: func(n int64) bool { return n == jobs }, wantText: "one per job"},
 		{name: "total limit", finishWait: 800 * time.Millisecond, total: true, want: func(n int64) bool { return n == jobs }, wantText: "one per job"},
+		// The kind's two statement loops gather apart.
+		{name: "keyed, a job per key", finishWait: 800 * time.Millisecond, keys: jobs, together: true, want: func(n int64) bool { return n >= 1 && n <= 4 }, wantText: "1 or 2 (twice that if the jobs outlasted the wait)"},
+		{name: "keyed, one key's run", finishWait: 800 * time.Millisecond, keys: 1, together: true, want: func(n int64) bool { return n == jobs }, wantText: "one per job"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := newRun(t)
 			kind := jobinfo.MustDefine[plainJob]("finish_wait")
-			createKind(t, b.db, kind)
+			keyed := jobinfo.MustDefine[postSync]("finish_wait")
+			if tc.keys > 0 {
+				createKind(t, b.db, keyed)
+			} else {
+				createKind(t, b.db, kind)
+			}
 			if tc.total {
 				if err := limits.SetMaxRunning(ctx, b.db, "finish_wait", 100); err != nil {
 					t.Fatal(err)
@@ -235,10 +245,30 @@ func TestFinishWaitGathersTricklingOutcomes(t *testing.T) {
 			cfg := b.cfg
 			cfg.DB, cfg.FinishWait = tracedPool(t, b.db, counter), tc.finishWait
 			d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+				if tc.keys > 0 {
+					// The outcomes trickle in, 40 ms apart, all within the wait.
+					return dispatcher.Register(d, keyed, func(_ context.Context, j *dispatcher.Job[postSync]) error {
+						time.Sleep(time.Duration(j.Data.Seq) * 40 * time.Millisecond)
+						return nil
+					})
+				}
 				return dispatcher.Register(d, kind, func(context.Context, *dispatcher.Job[plainJob]) error { return nil })
 			})
 			start := time.Now()
+			if tc.keys > 0 {
+				// Enqueued before the dispatcher claims any, so that one key's jobs make one run.
+				var posts []postSync
+				for i := range jobs {
+					posts = append(posts, postSync{BlogID: int64(i % tc.keys), Seq: int64(i)})
+				}
+				if _, err := dispatcher.EnqueueMany(ctx, b.db, keyed, posts); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for i := range jobs {
+				if tc.keys > 0 {
+					break
+				}
 				if _, err := dispatcher.Enqueue(ctx, b.db, kind, plainJob{N: int64(i)}); err != nil {
 					t.Fatal(err)
 				}
@@ -249,7 +279,9 @@ func TestFinishWaitGathersTricklingOutcomes(t *testing.T) {
 					})
 				}
 			}
-			waitFor(t, "every job processed", 10*time.Second, func() (bool, error) {
+			// One key's run would take 10 waits of 800 ms if its outcomes waited, besides its 1.8 s of
+			// handlers.
+			waitFor(t, "every job processed", 5*time.Second, func() (bool, error) {
 				return d.Stats().Processed == jobs, nil
 			})
 			if n := counter.finishes.Load(); !tc.want(n) {

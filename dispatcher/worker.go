@@ -157,7 +157,7 @@ type jobEnd struct {
 // statement and returns it; it gives the execution lock back once the run ends.
 func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobEnd) *claimed {
 	out, errText, delay, err, lost, ran := e.out, e.errText, e.delay, e.err, e.lost, e.ran
-	if !k.continueRun(run, out, lost) {
+	if !k.continueRun(c, run, out, lost) {
 		k.releasePlace(c)
 		// Before the outcome is written: the row still holds the slot, so the database keeps the key's
 		// next job from being claimed until the finish commits, and by then its lock is free. Released
@@ -232,14 +232,17 @@ func (k *kindRunner) lockFor(next *claimed, lock *execlock.Lock) bool {
 	return true
 }
 
-// continueRun reports whether the key run that c's outcome ends a job of may claim the key's next job
+// continueRun reports whether the key run whose job c ends with out may claim the key's next job
 // with that outcome. The database has the last word on the key's and the kind's limits (see
 // finishRunSQL); this decides what only the worker knows. The run ends when its job goes back to wait
-// (a retry, a snooze, a new run): the key's later jobs wait behind it. It ends at its fairness budget,
-// so that other keys get their turn at this dispatcher's workers; when the lease or the lock was lost;
-// at Stop; and for a RegisterTx kind, whose outcome commits in the handler's transaction.
-func (k *kindRunner) continueRun(run *keyRun, out rowWrite, lost error) bool {
-	return k.keyed && !k.txMode && lost == nil && (out == writeProcessed || out == writeFailed) &&
+// (a retry, a snooze, a new run): the key's later jobs wait behind it. It ends when no other job of
+// the key waited when c was claimed, so that the finish need not look for one and may share its
+// statement with other outcomes (a job enqueued since starts through a claim pass, which the finish
+// wakes). It ends at its fairness budget, so that other keys get their turn at this dispatcher's
+// workers; when the lease or the lock was lost; at Stop; and for a RegisterTx kind, whose outcome
+// commits in the handler's transaction.
+func (k *kindRunner) continueRun(c *claimed, run *keyRun, out rowWrite, lost error) bool {
+	return k.keyed && !k.txMode && c.keyHasMore && lost == nil && (out == writeProcessed || out == writeFailed) &&
 		run.jobs < k.sh.cfg.KeyRunJobs && time.Since(run.began) < k.sh.cfg.KeyRunTime && k.sh.jobsCtx.Err() == nil
 }
 

@@ -12,6 +12,11 @@ package kindsql
 //     entries of the key's finished jobs.
 //
 // Only a claim committing while the statement runs can still make it fail (23505).
+//
+// Each row ends with KeyHasMoreColumn: whether a job of its key waited after it in the kind's order
+// when the statement began (the rows it claims among them), so that a key run from a key's last job
+// does not look for the next one. The probe starts at the row, not at the dead index entries of the
+// key's finished jobs before it.
 const claimIDsSQL = `WITH u AS (
 	SELECT u.id, u.slot, u.n, {{.KeyCols "t"}},
 		EXISTS (SELECT 1 FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND e.lock_slot = u.slot AND {{running "e"}})
@@ -24,7 +29,10 @@ const claimIDsSQL = `WITH u AS (
 )
 UPDATE {{.Table}} t SET {{.ClaimSet "$3" "$4"}}, lock_slot = ok.slot
 FROM ok WHERE t.id = ok.id AND {{waiting "t"}}
-RETURNING {{.Returning}}`
+RETURNING {{.Returning}}, EXISTS (SELECT 1 FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND {{waiting "e"}} AND ({{.Order "e"}}) > ({{.Order "t"}})) AS key_has_more`
+
+// KeyHasMoreColumn names the last column of ClaimIDs' rows (see claimIDsSQL).
+const KeyHasMoreColumn = "key_has_more"
 
 // nextOfKeysSQL locks, for each row $1 of a keyed kind, the first $2 waiting jobs of its key in the
 // kind's order, SKIP LOCKED. It returns each row of $1 with the ids of its key's jobs, in order, that
