@@ -30,8 +30,8 @@ type claimed struct {
 	decodeErr    error // the data columns did not decode into T
 	claimedAt    time.Time
 	queueLock    *execlock.Lock
-	// keyHasMore is false when no other job of its key waited when it was claimed: a key run from
-	// it ends with it (see continueRun). Claims that do not read it set it.
+	// keyHasMore is false when no job of its key waited after it when a claim pass claimed it: a
+	// key run from it ends with it (see continueRun). The claims of key runs leave it true.
 	keyHasMore bool
 }
 

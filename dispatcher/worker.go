@@ -235,8 +235,8 @@ func (k *kindRunner) lockFor(next *claimed, lock *execlock.Lock) bool {
 // continueRun reports whether the key run whose job c ends with out may claim the key's next job
 // with that outcome. The database has the last word on the key's and the kind's limits (see
 // finishRunSQL); this decides what only the worker knows. The run ends when its job goes back to wait
-// (a retry, a snooze, a new run): the key's later jobs wait behind it. It ends when no other job of
-// the key waited when c was claimed, so that the finish need not look for one and may share its
+// (a retry, a snooze, a new run): the key's later jobs wait behind it. It ends when no job of the
+// key waited after c when c was claimed, so that the finish need not look for one and may share its
 // statement with other outcomes (a job enqueued since starts through a claim pass, which the finish
 // wakes). It ends at its fairness budget, so that other keys get their turn at this dispatcher's
 // workers; when the lease or the lock was lost; at Stop; and for a RegisterTx kind, whose outcome
