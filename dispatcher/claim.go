@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobpipe/jobpipe/execlock"
-	"github.com/jobpipe/jobpipe/internal/kindsql"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -30,9 +29,9 @@ type claimed struct {
 	decodeErr    error // the data columns did not decode into T
 	claimedAt    time.Time
 	queueLock    *execlock.Lock
-	// keyHasMore is false when no job of its key waited after it when a claim pass claimed it: a
-	// key run from it ends with it (see continueRun). The claims of key runs leave it true.
-	keyHasMore bool
+	// lastOfKey: no job of its key waited after it when a claim pass claimed it, so a key run from
+	// it ends with it (see continueRun). The claims of key runs do not read it.
+	lastOfKey bool
 }
 
 // claim takes up to n due jobs of the kind, within its limits, and reports when the kind's next
@@ -96,7 +95,7 @@ func (p *producer) claimPlain(ctx context.Context, db querier, n int) ([]*claime
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: claiming %q jobs: %w", p.info.Name, err)
 	}
-	claims, err := p.scanClaimed(rows, sent)
+	claims, err := p.scanClaimed(rows, sent, false)
 	if err == nil {
 		p.claimedPlain(from, claims, sent)
 	}
@@ -116,7 +115,7 @@ func (p *producer) claimPlainReadingDue(ctx context.Context, n int) (claims []*c
 	br := p.sh.db.SendBatch(ctx, b)
 	rows, err := br.Query()
 	if err == nil {
-		claims, err = p.scanClaimed(rows, sent)
+		claims, err = p.scanClaimed(rows, sent, false)
 	}
 	if err == nil {
 		err = br.QueryRow().Scan(&due.next, &due.now)
@@ -429,7 +428,7 @@ func (p *producer) claimBatch(ctx context.Context, tx pgx.Tx, ids []int64, slots
 	if err == nil {
 		var rows pgx.Rows
 		if rows, err = br.Query(); err == nil {
-			claims, err = p.scanClaimed(rows, sent)
+			claims, err = p.scanClaimed(rows, sent, true)
 		}
 	}
 	if err == nil {
@@ -472,14 +471,21 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-// scanClaimed reads claimed rows.
-func (k *kindRunner) scanClaimed(rows pgx.Rows, sent time.Time) ([]*claimed, error) {
+// scanClaimed reads claimed rows; with lastOfKey, each ends with claimed.lastOfKey (ClaimIDs').
+func (k *kindRunner) scanClaimed(rows pgx.Rows, sent time.Time, lastOfKey bool) ([]*claimed, error) {
 	defer rows.Close()
 	var claims []*claimed
 	for rows.Next() {
 		c, err := k.scanClaim(rows, 0, sent)
 		if err != nil {
 			return nil, err
+		}
+		if lastOfKey {
+			m, fds, raw := rows.Conn().TypeMap(), rows.FieldDescriptions(), rows.RawValues()
+			last := len(fds) - 1
+			if err := m.Scan(fds[last].DataTypeOID, fds[last].Format, raw[last], &c.lastOfKey); err != nil {
+				return nil, fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fds[last].Name, err)
+			}
 		}
 		claims = append(claims, c)
 	}
@@ -493,15 +499,9 @@ func (k *kindRunner) scanClaimed(rows pgx.Rows, sent time.Time) ([]*claimed, err
 // Every column is decoded from its raw value, so a row whose data does not decode into T fails alone
 // (it is then recorded as failed) instead of failing the batch.
 func (k *kindRunner) scanClaim(rows pgx.Rows, from int, sent time.Time) (*claimed, error) {
-	c := &claimed{claimedAt: sent, keyHasMore: true}
+	c := &claimed{claimedAt: sent}
 	var attempt, slot int32
 	m, fds, raw := rows.Conn().TypeMap(), rows.FieldDescriptions()[from:], rows.RawValues()[from:]
-	// Only ClaimIDs returns a column after the data columns.
-	if last := len(fds) - 1; last == pipelineColumns+len(k.info.Fields) && fds[last].Name == kindsql.KeyHasMoreColumn {
-		if err := m.Scan(fds[last].DataTypeOID, fds[last].Format, raw[last], &c.keyHasMore); err != nil {
-			return nil, fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fds[last].Name, err)
-		}
-	}
 	for i, target := range []any{&c.id, &attempt, &c.token, &c.createdAt, &c.processAfter, &slot, &c.key, &c.startedAt} {
 		if err := m.Scan(fds[i].DataTypeOID, fds[i].Format, raw[i], target); err != nil {
 			return nil, fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fds[i].Name, err)

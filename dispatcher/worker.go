@@ -242,7 +242,7 @@ func (k *kindRunner) lockFor(next *claimed, lock *execlock.Lock) bool {
 // workers; when the lease or the lock was lost; at Stop; and for a RegisterTx kind, whose outcome
 // commits in the handler's transaction.
 func (k *kindRunner) continueRun(c *claimed, run *keyRun, out rowWrite, lost error) bool {
-	return k.keyed && !k.txMode && c.keyHasMore && lost == nil && (out == writeProcessed || out == writeFailed) &&
+	return k.keyed && !k.txMode && !c.lastOfKey && lost == nil && (out == writeProcessed || out == writeFailed) &&
 		run.jobs < k.sh.cfg.KeyRunJobs && time.Since(run.began) < k.sh.cfg.KeyRunTime && k.sh.jobsCtx.Err() == nil
 }
 

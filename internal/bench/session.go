@@ -113,15 +113,12 @@ func (s *session) releaseSchema(ctx context.Context) {
 	}
 }
 
+// createSchema creates the schema afresh on the connection that holds its advisory lock.
 func (s *session) createSchema(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.opts.DB.ConnConfig.Copy())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	conn := s.guard
 	var comment *string
 	var objects int
-	err = conn.QueryRow(ctx, `SELECT obj_description(n.oid, 'pg_namespace'),
+	err := conn.QueryRow(ctx, `SELECT obj_description(n.oid, 'pg_namespace'),
 		(SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
 		FROM pg_namespace n WHERE n.nspname = $1`, s.opts.Schema).Scan(&comment, &objects)
 	switch {

@@ -13,9 +13,9 @@ package kindsql
 //
 // Only a claim committing while the statement runs can still make it fail (23505).
 //
-// Each row ends with KeyHasMoreColumn: whether a job of its key waited after it in the kind's order
-// when the statement began (the rows it claims among them), so that a key run from a key's last job
-// does not look for the next one. The probe starts at the row, not at the dead index entries of the
+// Each row ends with last_of_key: no job of its key waited after it in the kind's order when the
+// statement began (the rows it claims count as waiting), so that a key run from a key's last job does
+// not look for the next one. The probe starts at the row, not at the dead index entries of the
 // key's finished jobs before it.
 const claimIDsSQL = `WITH u AS (
 	SELECT u.id, u.slot, u.n, {{.KeyCols "t"}},
@@ -29,9 +29,6 @@ const claimIDsSQL = `WITH u AS (
 )
 UPDATE {{.Table}} t SET {{.ClaimSet "$3" "$4"}}, lock_slot = ok.slot
 FROM ok WHERE t.id = ok.id AND {{waiting "t"}}
-RETURNING {{.Returning}}, EXISTS (SELECT 1 FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND {{waiting "e"}} AND ({{.Order "e"}}) > ({{.Order "t"}})) AS key_has_more`
-
-// KeyHasMoreColumn names the last column of ClaimIDs' rows (see claimIDsSQL).
-const KeyHasMoreColumn = "key_has_more"
+RETURNING {{.Returning}}, NOT EXISTS (SELECT 1 FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND {{waiting "e"}} AND ({{.Order "e"}}) > ({{.Order "t"}})) AS last_of_key`
 
 var _ = parse(statements, map[string]string{"claimIDsSQL": claimIDsSQL})

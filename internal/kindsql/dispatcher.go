@@ -29,7 +29,7 @@ type Dispatcher struct {
 	BusySlots string
 	// ClaimIDs claims the rows $1 of a keyed kind with slots $2. $3 lease seconds, $4 owner, $5 the
 	// first waiting job of each row's key when the heads were chosen (see claimIDsSQL). Its rows end
-	// with KeyHasMoreColumn.
+	// with last_of_key.
 	ClaimIDs string
 	// Finish records outcomes: $1 ids, $2 tokens, $3 outcomes, $4 errors, $5 delays in seconds; $6
 	// whether to notify the kind's channel. A keyed kind's also continues key runs (see finishRunSQL).
