@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobpipe/jobpipe/internal/testenv"
+	"github.com/redis/go-redis/v9"
 )
 
 // The fault tests run with the default CallTimeout (1 s) and NewClient's node timeout (500 ms),
@@ -369,7 +370,7 @@ func TestStalledNodeRecovers(t *testing.T) {
 }
 
 // TestJanitor checks the retries of deletes that could not reach a node: pending while the node
-// is down, done when it is back, dropped by Close.
+// is down, done when it is back, sent once more by Close.
 func TestJanitor(t *testing.T) {
 	t.Parallel()
 
@@ -414,22 +415,68 @@ func TestJanitor(t *testing.T) {
 		})
 	})
 
-	t.Run("Close drops pending deletes", func(t *testing.T) {
+	t.Run("Close sends what a cancelled attempt left", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, 1, nil)
+		// Another holder has the lock on a quorum (nodes 0 and 1), so the attempt is refused, but
+		// its SET NX succeeds on node 2. The attempt's context is cancelled as its commands are sent
+		// (a dispatcher stopping), so that redsync's clean-up round is not sent: only the janitor
+		// removes the value, and the Locker is closed at once, as Stop does.
+		b := setup(t, 3, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		b.clients[2].AddHook(cancelOnSend{cancel})
+		key := "jobpipe:lock:q:jan:k:0"
+		for _, c := range b.clients[:2] {
+			if err := c.Set(ctx, key, "other", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := b.locker.TryQueue(ctx, "jan", "k", 0)
+		wantErr(t, "TryQueue with a quorum held elsewhere", err, ErrTaken)
+		began := time.Now()
+		b.locker.Close()
+		took := time.Since(began)
+		if took > 3*DefaultCallTimeout {
+			t.Errorf("Close took %v, want at most %v", took, 3*DefaultCallTimeout)
+		}
+		time.Sleep(DefaultCallTimeout - took) // past the attempt's deadline, its commands have ended
+		if got, err := b.clients[2].Get(context.Background(), key).Result(); !errors.Is(err, redis.Nil) {
+			t.Errorf("node 2 holds %s = %q (%v) after Close, want nothing", key, got, err)
+		}
+	})
+
+	t.Run("Close gives up on a dead node", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 1, func(c *Config) { c.ExecTTL, c.QueueTTL, c.CallTimeout = time.Second, time.Second, 200*time.Millisecond })
 		l, ctx := b.locker, context.Background()
 		lk := mustLock(t)(l.TryExec(ctx, "jan", "k", 0))
 		b.nodes[0].Kill()
 		wantErr(t, "Release on a dead node", lk.Release(ctx), ErrUnavailable)
 		waitFor(t, "a pending delete", func() bool { return l.janitor.pendingCount() == 1 })
-		if d := timed(l.Close); d > 2*time.Second {
-			t.Errorf("Close took %v", d)
+		if d := timed(l.Close); d > 3*200*time.Millisecond {
+			t.Errorf("Close took %v, want at most three call timeouts", d)
 		}
 		if got := l.janitor.pendingCount(); got != 0 {
 			t.Errorf("%d pending deletes after Close", got)
 		}
 		l.Close() // twice is fine
 	})
+}
+
+// cancelOnSend is a client hook that calls cancel as each command is sent.
+type cancelOnSend struct{ cancel context.CancelFunc }
+
+func (cancelOnSend) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h cancelOnSend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.cancel()
+		return next(ctx, cmd)
+	}
+}
+
+func (cancelOnSend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // waitFor polls cond for up to 3 s.

@@ -35,13 +35,13 @@ type pendingDelete struct {
 type janitor struct {
 	nodes    []*redis.Client
 	interval time.Duration // between retries; also each send's timeout
-	stop     chan struct{}
 	wg       sync.WaitGroup
 
 	mu              sync.Mutex
 	pending         []pendingDelete
 	out             int // deletes being sent
 	running, closed bool
+	closeBy         time.Time // once closed: what is still pending then is dropped
 }
 
 // add schedules the delete of key=value on each of nodes, due at the end of the call that left it.
@@ -63,19 +63,14 @@ func (j *janitor) add(nodes []int, key, value string, due time.Time) {
 // tick is the janitor's step and the confirmation's delay: a few turns of a resumed node's event loop.
 func (j *janitor) tick() time.Duration { return max(j.interval/4, 20*time.Millisecond) }
 
-// loop sends the deletes that are due each tick, until none is pending or the janitor is closed.
+// loop sends the deletes that are due each tick, until none is pending.
 func (j *janitor) loop() {
 	t := time.NewTicker(j.tick())
 	defer t.Stop()
-	for {
-		select {
-		case <-j.stop:
-			return
-		case <-t.C:
-		}
+	for range t.C {
 		now, byNode := time.Now(), map[int][]pendingDelete{}
 		j.mu.Lock()
-		if len(j.pending) == 0 || j.closed {
+		if len(j.pending) == 0 {
 			j.running = false
 			j.mu.Unlock()
 			return
@@ -83,7 +78,7 @@ func (j *janitor) loop() {
 		kept := j.pending[:0]
 		for _, d := range j.pending {
 			switch {
-			case !now.Before(d.giveUp):
+			case !now.Before(d.giveUp), j.closed && !now.Before(j.closeBy):
 			case now.Before(d.due):
 				kept = append(kept, d)
 			default:
@@ -125,20 +120,20 @@ func (j *janitor) send(node int, ds []pendingDelete) {
 	}
 	j.mu.Lock()
 	j.out -= len(ds)
-	if !j.closed {
-		j.pending = append(j.pending, left...)
-	}
+	j.pending = append(j.pending, left...)
 	j.mu.Unlock()
 }
 
-// close stops the janitor and drops what is pending.
+// close refuses further deletes and waits for the pending ones: each is still sent once its call's
+// commands have ended (at most an interval after the last call) and confirmed, since a worker that
+// stops would otherwise leave a failed attempt's value on a minority of nodes for a whole TTL. What
+// has no answer a few ticks after that is dropped, to expire by its TTL.
 func (j *janitor) close() {
 	j.mu.Lock()
 	if !j.closed {
 		j.closed = true
-		close(j.stop)
+		j.closeBy = time.Now().Add(j.interval + 3*j.tick())
 	}
-	j.pending = nil
 	j.mu.Unlock()
 	j.wg.Wait()
 }

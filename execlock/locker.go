@@ -37,7 +37,7 @@ func New(cfg *Config) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Locker{cfg: c, janitor: &janitor{nodes: c.Nodes, interval: c.CallTimeout, stop: make(chan struct{})}}
+	l := &Locker{cfg: c, janitor: &janitor{nodes: c.Nodes, interval: c.CallTimeout}}
 	pools := make([]rsredis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
 		n.AddHook(callHook{locker: l, node: i})
@@ -47,9 +47,12 @@ func New(cfg *Config) (*Locker, error) {
 	return l, nil
 }
 
-// Close stops the Locker's janitor, which otherwise retries its deletes until their node answers
-// (for at most 10 minutes) or the clients are closed; leftovers then expire by their TTL. Call it
-// after the last lock call and before closing the clients; a second Close does nothing.
+// Close ends the Locker's background deletes of values that lock calls may have left on some nodes
+// (a failed attempt's, a release's that a node did not answer), which otherwise go on until their node
+// answers (for at most 10 minutes) or the clients are closed. It sends those still pending once more
+// and waits for the answers, for at most three times Config.CallTimeout when nodes do not answer;
+// what is left then expires by its TTL. Call it after the last lock call and before closing the
+// clients; a second Close does nothing.
 func (l *Locker) Close() { l.janitor.close() }
 
 // Quorum returns how many nodes must agree for a lock to be held: a majority of Config.Nodes.
