@@ -436,8 +436,8 @@ func TestJanitor(t *testing.T) {
 		began := time.Now()
 		b.locker.Close()
 		took := time.Since(began)
-		if took > 3*DefaultCallTimeout {
-			t.Errorf("Close took %v, want at most %v", took, 3*DefaultCallTimeout)
+		if took > DefaultCallTimeout/2 { // node 2 answered the SET NX: its delete need not wait for the call's deadline
+			t.Errorf("Close took %v, want under %v", took, DefaultCallTimeout/2)
 		}
 		time.Sleep(DefaultCallTimeout - took) // past the attempt's deadline, its commands have ended
 		if got, err := b.clients[2].Get(context.Background(), key).Result(); !errors.Is(err, redis.Nil) {

@@ -34,16 +34,22 @@ type nodeTrack struct {
 // run there, after any delete sent so far.
 func (t lockTrack) unsettled() (nodes []int) {
 	for i := range t {
-		select {
-		case <-t[i].ended:
-			if t[i].answered {
-				continue
-			}
-		default:
+		if !t[i].settled() {
+			nodes = append(nodes, i)
 		}
-		nodes = append(nodes, i)
 	}
 	return nodes
+}
+
+// settled tells whether the acquire's command on the node has been answered: nothing the acquire
+// sent there can land after a command sent from now on.
+func (n *nodeTrack) settled() bool {
+	select {
+	case <-n.ended:
+		return n.answered
+	default:
+		return false
+	}
 }
 
 // callHook is the hook New adds to each node's client; commands other than its Locker's pass

@@ -26,15 +26,25 @@ type pendingDelete struct {
 	node        int
 	key, value  string
 	due, giveUp time.Time
-	answered    bool // the node answered once: the next send is the confirmation
+	acquire     *nodeTrack // the acquire's command on the node, if the call that left the value follows it
+	tried       bool       // sent at least once
+	answered    bool       // the node answered once: the next send is the confirmation
+}
+
+// sendEarly tells whether d may be sent before it is due: its first send, once the acquire's command
+// on the node has been answered, as nothing that call sent can land after it then.
+func (d *pendingDelete) sendEarly() bool {
+	return !d.tried && d.acquire != nil && d.acquire.settled()
 }
 
 // janitor sends the Locker's compare-and-delete where a lock call may have left its value: once the
 // call's commands have ended, then every interval until the node answers, then once more a tick later,
 // as a node resuming from a stall runs what it was sent in any order: a SET NX may follow the delete.
+// Where the acquire's SET NX was answered, none can: the delete is sent at once, and not confirmed.
 type janitor struct {
 	nodes    []*redis.Client
 	interval time.Duration // between retries; also each send's timeout
+	kick     chan struct{} // capacity 1: Close's request for a sweep now
 	wg       sync.WaitGroup
 
 	mu              sync.Mutex
@@ -44,14 +54,15 @@ type janitor struct {
 	closeBy         time.Time // once closed: what is still pending then is dropped
 }
 
-// add schedules the delete of key=value on each of nodes, due at the end of the call that left it.
-func (j *janitor) add(nodes []int, key, value string, due time.Time) {
+// add schedules the delete of key=value on each of nodes, due at the end of the call that left it;
+// track follows the lock's acquire.
+func (j *janitor) add(nodes []int, key, value string, due time.Time, track lockTrack) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for i, n := range nodes {
 		if !j.closed && len(j.pending) < maxPendingDeletes && !slices.Contains(nodes[:i], n) {
 			j.pending = append(j.pending, pendingDelete{node: n, key: key, value: value,
-				due: due, giveUp: due.Add(janitorHorizon)})
+				due: due, giveUp: due.Add(janitorHorizon), acquire: &track[n]})
 		}
 	}
 	if len(j.pending) > 0 && !j.running {
@@ -67,7 +78,11 @@ func (j *janitor) tick() time.Duration { return max(j.interval/4, 20*time.Millis
 func (j *janitor) loop() {
 	t := time.NewTicker(j.tick())
 	defer t.Stop()
-	for range t.C {
+	for {
+		select {
+		case <-t.C:
+		case <-j.kick:
+		}
 		now, byNode := time.Now(), map[int][]pendingDelete{}
 		j.mu.Lock()
 		if len(j.pending) == 0 {
@@ -79,7 +94,7 @@ func (j *janitor) loop() {
 		for _, d := range j.pending {
 			switch {
 			case !now.Before(d.giveUp), j.closed && !now.Before(j.closeBy):
-			case now.Before(d.due):
+			case now.Before(d.due) && !d.sendEarly():
 				kept = append(kept, d)
 			default:
 				byNode[d.node] = append(byNode[d.node], d)
@@ -102,17 +117,22 @@ func (j *janitor) send(node int, ds []pendingDelete) {
 	ctx, cancel := context.WithTimeout(context.Background(), j.interval)
 	defer cancel()
 	p, cmds := j.nodes[node].Pipeline(), make([]*redis.Cmd, len(ds))
+	settled := make([]bool, len(ds))
 	for i, d := range ds {
+		settled[i] = d.acquire != nil && d.acquire.settled()
 		cmds[i] = p.Eval(ctx, deleteScript, []string{d.key}, d.value)
 	}
 	_, err := p.Exec(ctx)
 	now, left := time.Now(), ds[:0]
 	for i, d := range ds {
+		d.tried = true
 		switch {
 		case errors.Is(err, redis.ErrClosed), d.answered && cmds[i].Err() == nil:
 			continue // the client is gone, or confirmed
 		case cmds[i].Err() != nil:
 			d.answered, d.due = false, now.Add(j.interval)
+		case settled[i]:
+			continue // nothing the acquire sent can land after this delete
 		default:
 			d.answered, d.due = true, now.Add(j.tick())
 		}
@@ -125,7 +145,8 @@ func (j *janitor) send(node int, ds []pendingDelete) {
 }
 
 // close refuses further deletes and waits for the pending ones: each is still sent once its call's
-// commands have ended (at most an interval after the last call) and confirmed, since a worker that
+// commands have ended (at most an interval after the last call; at once where the acquire's command
+// was answered) and confirmed where it must be, since a worker that
 // stops would otherwise leave a failed attempt's value on a minority of nodes for a whole TTL. What
 // has no answer a few ticks after that is dropped, to expire by its TTL.
 func (j *janitor) close() {
@@ -133,6 +154,10 @@ func (j *janitor) close() {
 	if !j.closed {
 		j.closed = true
 		j.closeBy = time.Now().Add(j.interval + 3*j.tick())
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
 	}
 	j.mu.Unlock()
 	j.wg.Wait()

@@ -139,7 +139,7 @@ func (k *Lock) Release(ctx context.Context) error {
 		unknown = append(unknown, t.failed...)
 	}
 	deadline, _ := callCtx.Deadline()
-	k.locker.janitor.add(unknown, k.Key(), k.Value(), deadline)
+	k.locker.janitor.add(unknown, k.Key(), k.Value(), deadline, k.track)
 	if ok {
 		k.locker.stats.released.Add(1)
 		return nil

@@ -37,7 +37,7 @@ func New(cfg *Config) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Locker{cfg: c, janitor: &janitor{nodes: c.Nodes, interval: c.CallTimeout}}
+	l := &Locker{cfg: c, janitor: &janitor{nodes: c.Nodes, interval: c.CallTimeout, kick: make(chan struct{}, 1)}}
 	pools := make([]rsredis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
 		n.AddHook(callHook{locker: l, node: i})
@@ -152,7 +152,7 @@ func (l *Locker) try(ctx context.Context, typ lockType, kind, key string, slot i
 	// redsync's clean-up round does not say where it deleted, and its delete can pass the attempt's
 	// own SET NX on a stalled node: the janitor deletes our value wherever the attempt may have left it.
 	deadline, _ := callCtx.Deadline()
-	l.janitor.add(tallyOf(err).untaken(len(l.cfg.Nodes)), name, value, deadline)
+	l.janitor.add(tallyOf(err).untaken(len(l.cfg.Nodes)), name, value, deadline, track)
 	var taken *redsync.ErrTaken
 	switch {
 	case errors.As(err, &taken):
