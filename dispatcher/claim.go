@@ -175,9 +175,10 @@ func (p *producer) claimedPlain(from int64, claims []*claimed, at time.Time) {
 	}
 }
 
-// claimKeyed locks the due jobs that may start under their key's limit (see internal/heads), takes a queue
-// lock on a free slot of each key for each of them, and claims the rows whose lock it got, in tx so
-// that other dispatchers skip them. keyLimit is the kind's per-key default.
+// claimKeyed chooses the due jobs that may start under their key's limit (see internal/heads), takes a
+// queue lock on a free slot of each key for each of them, and claims the rows whose lock it got, in tx
+// so that other dispatchers skip them. A key that runs jobs has its rows locked only once its queue
+// locks are taken (see lockNextOfKeys). keyLimit is the kind's per-key default.
 func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (claims []*claimed, err error) {
 	var locks []*execlock.Lock // queue locks taken, released unless their job is claimed
 	defer func() { p.releaseUnclaimed(ctx, locks, claims) }()
@@ -189,6 +190,9 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 		return nil, err
 	}
 	locks = p.lockHeads(ctx, heads)
+	if err := p.lockNextOfKeys(ctx, tx, heads, locks); err != nil {
+		return nil, err
+	}
 	var got []*execlock.Lock
 	var locked []head
 	var slots []int32
@@ -364,6 +368,55 @@ func (p *producer) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) err
 	for i, h := range heads {
 		if h.limit > 1 {
 			heads[i].busy = busy[h.id]
+		}
+	}
+	return nil
+}
+
+// lockNextOfKeys locks the rows of the heads whose key ran jobs when the heads were chosen, which
+// the heads query leaves unlocked (see kindsql's headsFinalSQL), once their queue locks are taken.
+// Meanwhile the key's runs may have claimed those jobs, so each key's heads that got a queue lock
+// take the jobs now first in its order instead, as far as this transaction could lock them. A head
+// left without a job gives its queue lock back (locks[i] becomes nil).
+func (p *producer) lockNextOfKeys(ctx context.Context, tx pgx.Tx, heads []head, locks []*execlock.Lock) error {
+	byKey := map[string][]int{} // the heads to lock of each key, in order
+	var first []int64           // the first of each key's heads
+	var counts []int32
+	for i, h := range heads {
+		if len(h.snapBusy) == 0 || locks[i] == nil {
+			continue
+		}
+		if byKey[h.key] == nil {
+			first, counts = append(first, h.id), append(counts, 0)
+		}
+		byKey[h.key] = append(byKey[h.key], i)
+		counts[len(counts)-1]++
+	}
+	if len(first) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, p.sql.nextOfKeys, first, counts)
+	if err != nil {
+		return fmt.Errorf("dispatcher: locking %q jobs: %w", p.info.Name, err)
+	}
+	next := make(map[int64][]int64, len(first))
+	var head int64
+	var ids []int64
+	if _, err := pgx.ForEachRow(rows, []any{&head, &ids}, func() error {
+		next[head] = slices.Clone(ids)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("dispatcher: locking %q jobs: %w", p.info.Name, err)
+	}
+	for _, at := range byKey {
+		ids := next[heads[at[0]].id]
+		for j, i := range at {
+			if j < len(ids) {
+				heads[i].id, heads[i].first = ids[j], ids[0]
+				continue
+			}
+			_ = locks[i].Release(ctx)
+			locks[i] = nil
 		}
 	}
 	return nil

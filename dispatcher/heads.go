@@ -34,7 +34,7 @@ func newHeadPicker(info *jobinfo.Info) (headPicker, error) {
 	return headPicker{pass: pass}, nil
 }
 
-// pick locks up to n jobs that may start, in the kind's order (see heads.Pass.Pick). It also returns
+// pick chooses up to n jobs that may start, in the kind's order (see heads.Pass.Pick). It also returns
 // how many the walk found.
 func (p *headPicker) pick(ctx context.Context, tx querier, n, keyLimit int) (_ []head, fromWalk int, _ error) {
 	picked, fromWalk, err := p.pass.Pick(ctx, tx, n, keyLimit)

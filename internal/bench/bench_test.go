@@ -89,6 +89,12 @@ func TestStatementLabels(t *testing.T) {
 			t.Errorf("the finish statement of %s is labelled %q, want %q", kind.Name, got, want)
 		}
 	}
+	d := kindsql.ForDispatcher(jobinfo.MustDefine[keyed]("keyed").Info(), kindsql.WriteCodes{}, "jobpipe")
+	for sql, want := range map[string]string{d.BusySlots: "busy slots (keyed)", d.NextOfKeys: "next of running keys (keyed)", d.ClaimIDs: "claim ids (keyed)"} {
+		if got := statementLabel(sql); got != want {
+			t.Errorf("statementLabel(%.40q...) = %q, want %q", sql, got, want)
+		}
+	}
 }
 
 func TestPercentile(t *testing.T) {

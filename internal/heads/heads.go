@@ -57,10 +57,10 @@ func New(info *jobinfo.Info) (*Pass, error) {
 	return &Pass{fast: fast, scan: scan, kind: info.Name}, nil
 }
 
-// Pick locks, in q, up to n jobs that may start with the kind's per-key limit keyLimit, in the kind's
+// Pick chooses, in q, up to n jobs that may start with the kind's per-key limit keyLimit, in the kind's
 // order: those the walk finds, and, when it finds fewer while more jobs wait beyond it, those the
-// key scan finds besides. It also returns how many the walk found. Roll the transaction back to
-// leave the jobs waiting.
+// key scan finds besides, and locks those of keys that run nothing (see headsSQL). It also returns
+// how many the walk found. Roll the transaction back to leave the jobs waiting.
 func (p *Pass) Pick(ctx context.Context, q Querier, n, keyLimit int) (heads []Head, fromWalk int, err error) {
 	w := Walk(n)
 	heads, walked, err := p.query(ctx, q, p.fast, n, keyLimit, w, p.kind)

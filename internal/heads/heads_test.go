@@ -3,6 +3,7 @@ package heads_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/internal/heads"
+	"github.com/jobpipe/jobpipe/internal/kindsql"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/migrations"
@@ -207,4 +209,114 @@ func TestHeadsPassWalksThenScans(t *testing.T) {
 	pass = f.newPass(t)
 	ids, fromWalk := f.selectHeads(t, pass, 100)
 	checkPass(t, f, "a walk finding every head", ids, fromWalk, idRange(1, 100), 100, 1, 0)
+}
+
+// lockedElsewhere returns which of ids another transaction finds locked.
+func (f *headsFixture) lockedElsewhere(t *testing.T, ids []int64) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, "SELECT id FROM head_job WHERE id = ANY ($1) ORDER BY id FOR UPDATE SKIP LOCKED", ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locked []int64
+	for _, id := range ids {
+		if !slices.Contains(free, id) {
+			locked = append(locked, id)
+		}
+	}
+	return locked
+}
+
+// runJob marks job id running on slot, as a claim does.
+func (f *headsFixture) runJob(t *testing.T, id int64, slot int) {
+	t.Helper()
+	if _, err := f.db.Exec(context.Background(), `UPDATE head_job SET lease_expires_at = now() + interval '1 minute',
+		lease_owner = 'test', lock_slot = $2, attempts_made = 1, started_at = now() WHERE id = $1`, id, slot); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A pass locks the heads of keys that run nothing, and leaves those of a key that runs jobs unlocked:
+// that key's runs claim its next jobs as they finish, and a pass holding them would end the runs.
+func TestHeadsPassLeavesRunningKeysUnlocked(t *testing.T) {
+	t.Parallel()
+	// Key 1: ids 1-4, id 1 running; key 2: ids 5-6. Three slots per key.
+	f := newHeadsFixture(t, []int64{1, 1, 1, 1, 2, 2})
+	f.runJob(t, 1, 0)
+	ctx := context.Background()
+	tx, err := f.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	picked, _, err := f.newPass(t).Pick(ctx, tx, 10, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, h := range picked {
+		ids = append(ids, h.ID)
+	}
+	if want := []int64{2, 3, 5, 6}; !slices.Equal(ids, want) {
+		t.Fatalf("chose %v, want %v (key 1's two free slots, key 2's two jobs)", ids, want)
+	}
+	if got, want := f.lockedElsewhere(t, ids), []int64{5, 6}; !slices.Equal(got, want) {
+		t.Errorf("the pass holds %v locked, want %v: key 2's heads only", got, want)
+	}
+}
+
+// NextOfKeys locks a key's first waiting jobs in order, up to the first that another transaction
+// holds: a claim of the jobs after it would overtake it.
+func TestNextOfKeysStopsAtALockedJob(t *testing.T) {
+	t.Parallel()
+	// Key 1: ids 1-4, id 1 running; key 2: ids 5-6.
+	f := newHeadsFixture(t, []int64{1, 1, 1, 1, 2, 2})
+	f.runJob(t, 1, 0)
+	stmt := kindsql.ForDispatcher(f.kind.Info(), kindsql.WriteCodes{}, "jobpipe").NextOfKeys
+	ctx := context.Background()
+	other, err := f.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	if _, err := other.Exec(ctx, "SELECT id FROM head_job WHERE id = 4 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// Heads named by a job of their key that is no longer first (id 3 for key 1) still take the
+	// key's first waiting jobs.
+	rows, err := tx.Query(ctx, stmt, []int64{3, 6}, []int32{3, 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64][]int64{}
+	var head int64
+	var next []int64
+	if _, err := pgx.ForEachRow(rows, []any{&head, &next}, func() error {
+		got[head] = slices.Clone(next)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64][]int64{3: {2, 3}, 6: {5, 6}}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("locked %v, want %v: key 1 up to the job held elsewhere, key 2 all it has", got, want)
+	}
+	if locked := f.lockedElsewhere(t, []int64{2, 3, 4, 5, 6}); !slices.Equal(locked, []int64{2, 3, 4, 5, 6}) {
+		t.Errorf("locked %v, want every waiting job (4 by the other transaction)", locked)
+	}
 }

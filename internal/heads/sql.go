@@ -10,7 +10,8 @@ import (
 // (most rows), $2 (the kind's per-key limit) and $4 (the kind's name, for its key overrides), return
 // id, key text, busy slots, the key's limit, the job's position among its key's waiting jobs, the id
 // of the key's first waiting job and the walk's length (0 for scan), and lock FOR UPDATE SKIP LOCKED
-// (run them in a transaction). Both are "" for kinds without a key.
+// (run them in a transaction; see headsSQL for the rows they leave unlocked). Both are "" for kinds
+// without a key.
 func Queries(info *jobinfo.Info) (fast, scan string) {
 	if len(info.Key) == 0 {
 		return "", ""
@@ -32,9 +33,11 @@ func Queries(info *jobinfo.Info) (fast, scan string) {
 //     key's heads, and keeps them in the kind's order: complete and fair, O(keys).
 //
 // A pass runs fast and, when it falls short, scan for the rest (see Pass.Pick). Both lock what they
-// return (FOR UPDATE SKIP LOCKED), so concurrent dispatchers take different jobs; a job being claimed
-// elsewhere still counts in its key's numbering, so two dispatchers together never start more than
-// L-r of a key. Each row comes with its key's limit, the slots its running jobs hold, and its position
+// return of keys that run nothing (FOR UPDATE SKIP LOCKED), so concurrent dispatchers take different
+// jobs; a job being claimed elsewhere still counts in its key's numbering, so two dispatchers together
+// never start more than L-r of a key. The heads of a key that runs jobs come back unlocked: its key
+// runs claim its next jobs as they finish, and would end if a pass held them while it takes its
+// queue locks (the dispatcher locks them after those). Each row comes with its key's limit, the slots its running jobs hold, and its position
 // among the key's waiting jobs, so slot locks are only tried on free slots (the position picks which
 // one first: see the dispatcher's claimKeyed), and a key at its limit is neither claimed nor locked:
 // it waits.

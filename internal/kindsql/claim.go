@@ -31,4 +31,21 @@ UPDATE {{.Table}} t SET {{.ClaimSet "$3" "$4"}}, lock_slot = ok.slot
 FROM ok WHERE t.id = ok.id AND {{waiting "t"}}
 RETURNING {{.Returning}}, NOT EXISTS (SELECT 1 FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND {{waiting "e"}} AND ({{.Order "e"}}) > ({{.Order "t"}})) AS last_of_key`
 
-var _ = parse(statements, map[string]string{"claimIDsSQL": claimIDsSQL})
+// nextOfKeysSQL locks, for each row $1 of a keyed kind, the first $2 waiting jobs of its key in the
+// kind's order, SKIP LOCKED. It returns each row of $1 with the ids of its key's jobs, in order, that
+// the statement locked and that are due, up to the first that it did not lock or that is not due: the
+// jobs a claim of that many may start, from the key's first waiting one, none overtaking another.
+const nextOfKeysSQL = `WITH u AS (
+	SELECT * FROM unnest($1::bigint[], $2::int[]) AS u(head, n)),
+cand AS MATERIALIZED (
+	SELECT u.head, e.id, e.due, e.pos FROM u JOIN {{.Table}} h ON h.id = u.head CROSS JOIN LATERAL (
+		SELECT e.id, {{.Due "e"}} AS due, row_number() OVER (ORDER BY {{.Order "e"}}) AS pos FROM {{.Table}} e
+		WHERE {{.SameKey "e" "h"}} AND {{waiting "e"}} ORDER BY {{.Order "e"}} LIMIT u.n) e),
+free AS (
+	SELECT t.id FROM {{.Table}} t WHERE t.id = ANY (ARRAY(SELECT id FROM cand)) AND {{waiting "t"}} FOR UPDATE SKIP LOCKED),
+taken AS (
+	SELECT c.head, c.id, c.pos, bool_and(c.due AND f.id IS NOT NULL) OVER (PARTITION BY c.head ORDER BY c.pos) AS ok
+	FROM cand c LEFT JOIN free f ON f.id = c.id)
+SELECT head, array_agg(id ORDER BY pos) FILTER (WHERE ok) FROM taken GROUP BY head`
+
+var _ = parse(statements, map[string]string{"claimIDsSQL": claimIDsSQL, "nextOfKeys": nextOfKeysSQL})

@@ -27,6 +27,9 @@ type Dispatcher struct {
 	CountDue string
 	// BusySlots returns, for each job $1 of a keyed kind, the slots its key's running jobs hold.
 	BusySlots string
+	// NextOfKeys locks the next jobs of keys that run jobs: for each row $1 of a keyed kind, the first
+	// $2 waiting jobs of its key, as far as they can start in order (see nextOfKeysSQL).
+	NextOfKeys string
 	// ClaimIDs claims the rows $1 of a keyed kind with slots $2. $3 lease seconds, $4 owner, $5 the
 	// first waiting job of each row's key when the heads were chosen (see claimIDsSQL). Its rows end
 	// with last_of_key.
@@ -57,8 +60,8 @@ type dispatcherKind struct {
 }
 
 // ForDispatcher renders the dispatcher's statements for info; out are the dispatcher's outcome numbers
-// and channel the channel that finishes notify with the kind's name. BusySlots and ClaimIDs are "" for
-// a kind without a key.
+// and channel the channel that finishes notify with the kind's name. BusySlots, NextOfKeys and ClaimIDs
+// are "" for a kind without a key.
 func ForDispatcher(info *jobinfo.Info, out WriteCodes, channel string) Dispatcher {
 	k := dispatcherKind{kind: newKind(info), Out: out, Channel: quote(channel)}
 	d := Dispatcher{
@@ -73,6 +76,7 @@ func ForDispatcher(info *jobinfo.Info, out WriteCodes, channel string) Dispatche
 	if k.Keyed {
 		d.BusySlots = render("busySlots", k)
 		d.ClaimIDs = render("claimIDsSQL", k)
+		d.NextOfKeys = render("nextOfKeys", k)
 		d.Finish = render("finishRunSQL", k)
 	}
 	return d

@@ -109,6 +109,7 @@ func statementsOf(info *jobinfo.Info) []statement {
 		statement{"finishRunSQL", d.Finish, "'{1}', '{1}', '{0}', '{NULL}', '{0}', false, '{0}', 1, " + name + ", 300, 'node'"},
 		statement{"busySlots", d.BusySlots, "'{1,2}'"},
 		statement{"claimIDsSQL", d.ClaimIDs, "'{1,2}', '{0,0}', 300, 'node', '{1,2}'"},
+		statement{"nextOfKeys", d.NextOfKeys, "'{1,2}', '{1,3}'"},
 		statement{"usageKeysAtLimit", keysAtLimit, name + ", 1"},
 		statement{"headsFast", fast, "1000, 1, 4000, " + name},
 		statement{"headsScan", scan, "1000, 1, '{}', " + name},

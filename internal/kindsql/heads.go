@@ -42,8 +42,11 @@ const headsKeysSQL = `CASE WHEN (SELECT EXISTS (SELECT 1 FROM jobpipe_key_limits
 	FROM {{.Keys}} k CROSS JOIN LATERAL (
 		SELECT coalesce(array_agg(e.lock_slot), '{}') AS slots FROM {{.Table}} e WHERE {{.SameKey "e" "k"}} AND {{running "e"}}) r`
 
-// headsFinalSQL locks the chosen rows (CTE picks) in the kind's order, with their key's state, and
-// ends each row with the walk's length (0 for the scan).
+// headsFinalSQL returns the chosen rows (CTE picks) in the kind's order, with their key's state, and
+// ends each row with the walk's length (0 for the scan). It locks (CTE locked) only the rows of keys
+// that run nothing: the key runs of a key that does claim its next jobs as they finish, and would end
+// at their next job if a pass held it locked while it takes its queue locks. Those rows are locked
+// after the queue locks, by NextOfKeys.
 //
 // Rows are fetched by the tuple ids (ctid) the statement read them at, from an array (ARRAY(...)): a
 // TID scan, cheaper than looking the ids up in an index, and the array keeps the planner from driving
@@ -52,10 +55,15 @@ const headsKeysSQL = `CASE WHEN (SELECT EXISTS (SELECT 1 FROM jobpipe_key_limits
 // it is locked, as it would be found by id. picks carries its key's state, so that no join by key is
 // needed here: joined to keys, the planner misjudged the CTEs' sizes and compared every chosen row
 // with every key.
-const headsFinalSQL = `SELECT t.id, {{.KeyText "t"}}, p.slots, p.lim, p.pos, p.first_id, {{.Walked}} FROM {{.Table}} t JOIN picks p ON p.id = t.id
+const headsFinalSQL = `, locked AS (
+	SELECT t.id FROM {{.Table}} t
+	WHERE t.ctid = ANY (ARRAY(SELECT tid FROM picks WHERE cardinality(slots) = 0)) AND {{waiting "t"}} AND {{.Due "t"}}{{.Except}}
+	ORDER BY {{.Order "t"}} LIMIT $1
+	FOR UPDATE OF t SKIP LOCKED)
+SELECT t.id, {{.KeyText "t"}}, p.slots, p.lim, p.pos, p.first_id, {{.Walked}} FROM {{.Table}} t JOIN picks p ON p.id = t.id
 WHERE t.ctid = ANY (ARRAY(SELECT tid FROM picks)) AND {{waiting "t"}} AND {{.Due "t"}}{{.Except}}
-ORDER BY {{.Order "t"}} LIMIT $1
-FOR UPDATE OF t SKIP LOCKED`
+	AND (cardinality(p.slots) > 0 OR t.id = ANY (ARRAY(SELECT id FROM locked)))
+ORDER BY {{.Order "t"}} LIMIT $1`
 
 // headsFastSQL numbers the first $3 waiting jobs within their key, a window over the walk.
 const headsFastSQL = `WITH walk AS MATERIALIZED (
