@@ -158,7 +158,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 
 // Stop shuts the dispatcher down: it stops claiming, lets running jobs finish until ctx is done, then
 // cancels the rest (their context's cause is ErrShutdown) and waits for them to return, records every
-// outcome, gives up leadership and releases every lock. A handler that has not returned
+// outcome, gives up leadership and releases every lock, with the deletes of lock values that failed
+// calls may have left on some Redis nodes (at most three lock call timeouts more when a node does not
+// answer, whatever ctx). A handler that has not returned
 // Config.HandlerGrace after its context was cancelled is abandoned: its job goes back to wait, and Stop
 // returns without waiting for its goroutine. Outcomes the database has not taken when ctx is done (it
 // cannot be reached) are given up: their jobs are rescued once their leases expire.

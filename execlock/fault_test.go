@@ -453,8 +453,9 @@ func TestJanitor(t *testing.T) {
 		b.nodes[0].Kill()
 		wantErr(t, "Release on a dead node", lk.Release(ctx), ErrUnavailable)
 		waitFor(t, "a pending delete", func() bool { return l.janitor.pendingCount() == 1 })
-		if d := timed(l.Close); d > 3*200*time.Millisecond {
-			t.Errorf("Close took %v, want at most three call timeouts", d)
+		// The delete is due at the end of the release call; Close tries it then, once.
+		if d := timed(l.Close); d > 300*time.Millisecond {
+			t.Errorf("Close took %v, want one try of the delete, within the call timeout and a tick", d)
 		}
 		if got := l.janitor.pendingCount(); got != 0 {
 			t.Errorf("%d pending deletes after Close", got)

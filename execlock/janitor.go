@@ -123,12 +123,17 @@ func (j *janitor) send(node int, ds []pendingDelete) {
 		cmds[i] = p.Eval(ctx, deleteScript, []string{d.key}, d.value)
 	}
 	_, err := p.Exec(ctx)
+	j.mu.Lock()
+	closed := j.closed
+	j.mu.Unlock()
 	now, left := time.Now(), ds[:0]
 	for i, d := range ds {
 		d.tried = true
 		switch {
 		case errors.Is(err, redis.ErrClosed), d.answered && cmds[i].Err() == nil:
 			continue // the client is gone, or confirmed
+		case cmds[i].Err() != nil && closed:
+			continue // Close's last try: a node that does not answer now is left to the TTL
 		case cmds[i].Err() != nil:
 			d.answered, d.due = false, now.Add(j.interval)
 		case settled[i]:
@@ -144,11 +149,11 @@ func (j *janitor) send(node int, ds []pendingDelete) {
 	j.mu.Unlock()
 }
 
-// close refuses further deletes and waits for the pending ones: each is still sent once its call's
-// commands have ended (at most an interval after the last call; at once where the acquire's command
-// was answered) and confirmed where it must be, since a worker that
-// stops would otherwise leave a failed attempt's value on a minority of nodes for a whole TTL. What
-// has no answer a few ticks after that is dropped, to expire by its TTL.
+// close refuses further deletes and waits for the pending ones, since a worker that stops would
+// otherwise leave a failed attempt's value on a minority of nodes for a whole TTL: each is sent once
+// more when its call's commands have ended (at once where the acquire's command was answered, else at
+// most an interval after the last call) and confirmed where it must be. A delete that then fails is
+// not retried, and what is still pending a few ticks after that is dropped, to expire by its TTL.
 func (j *janitor) close() {
 	j.mu.Lock()
 	if !j.closed {
