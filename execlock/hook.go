@@ -42,8 +42,11 @@ func (t lockTrack) unsettled() (nodes []int) {
 }
 
 // settled tells whether the acquire's command on the node has been answered: nothing the acquire
-// sent there can land after a command sent from now on.
+// sent there can land after a command sent from now on. A nil n is not settled.
 func (n *nodeTrack) settled() bool {
+	if n == nil {
+		return false
+	}
 	select {
 	case <-n.ended:
 		return n.answered

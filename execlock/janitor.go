@@ -26,15 +26,8 @@ type pendingDelete struct {
 	node        int
 	key, value  string
 	due, giveUp time.Time
-	acquire     *nodeTrack // the acquire's command on the node, if the call that left the value follows it
-	tried       bool       // sent at least once
+	acquire     *nodeTrack // the acquire's command on the node; nil once a send failed
 	answered    bool       // the node answered once: the next send is the confirmation
-}
-
-// sendEarly tells whether d may be sent before it is due: its first send, once the acquire's command
-// on the node has been answered, as nothing that call sent can land after it then.
-func (d *pendingDelete) sendEarly() bool {
-	return !d.tried && d.acquire != nil && d.acquire.settled()
 }
 
 // janitor sends the Locker's compare-and-delete where a lock call may have left its value: once the
@@ -94,7 +87,7 @@ func (j *janitor) loop() {
 		for _, d := range j.pending {
 			switch {
 			case !now.Before(d.giveUp), j.closed && !now.Before(j.closeBy):
-			case now.Before(d.due) && !d.sendEarly():
+			case now.Before(d.due) && !d.acquire.settled(): // settled: nothing it sent can land later
 				kept = append(kept, d)
 			default:
 				byNode[d.node] = append(byNode[d.node], d)
@@ -119,7 +112,7 @@ func (j *janitor) send(node int, ds []pendingDelete) {
 	p, cmds := j.nodes[node].Pipeline(), make([]*redis.Cmd, len(ds))
 	settled := make([]bool, len(ds))
 	for i, d := range ds {
-		settled[i] = d.acquire != nil && d.acquire.settled()
+		settled[i] = d.acquire.settled()
 		cmds[i] = p.Eval(ctx, deleteScript, []string{d.key}, d.value)
 	}
 	_, err := p.Exec(ctx)
@@ -128,14 +121,13 @@ func (j *janitor) send(node int, ds []pendingDelete) {
 	j.mu.Unlock()
 	now, left := time.Now(), ds[:0]
 	for i, d := range ds {
-		d.tried = true
 		switch {
 		case errors.Is(err, redis.ErrClosed), d.answered && cmds[i].Err() == nil:
 			continue // the client is gone, or confirmed
 		case cmds[i].Err() != nil && closed:
 			continue // Close's last try: a node that does not answer now is left to the TTL
 		case cmds[i].Err() != nil:
-			d.answered, d.due = false, now.Add(j.interval)
+			d.answered, d.due, d.acquire = false, now.Add(j.interval), nil
 		case settled[i]:
 			continue // nothing the acquire sent can land after this delete
 		default:
