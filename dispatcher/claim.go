@@ -534,10 +534,9 @@ func (k *kindRunner) scanClaimed(rows pgx.Rows, sent time.Time, lastOfKey bool) 
 			return nil, err
 		}
 		if lastOfKey {
-			m, fds, raw := rows.Conn().TypeMap(), rows.FieldDescriptions(), rows.RawValues()
-			last := len(fds) - 1
-			if err := m.Scan(fds[last].DataTypeOID, fds[last].Format, raw[last], &c.lastOfKey); err != nil {
-				return nil, fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fds[last].Name, err)
+			last := len(rows.RawValues()) - 1
+			if err := k.scanColumn(rows, last, &c.lastOfKey); err != nil {
+				return nil, err
 			}
 		}
 		claims = append(claims, c)
@@ -554,13 +553,22 @@ func (k *kindRunner) scanClaimed(rows pgx.Rows, sent time.Time, lastOfKey bool) 
 func (k *kindRunner) scanClaim(rows pgx.Rows, from int, sent time.Time) (*claimed, error) {
 	c := &claimed{claimedAt: sent}
 	var attempt, slot int32
-	m, fds, raw := rows.Conn().TypeMap(), rows.FieldDescriptions()[from:], rows.RawValues()[from:]
 	for i, target := range []any{&c.id, &attempt, &c.token, &c.createdAt, &c.processAfter, &slot, &c.key, &c.startedAt} {
-		if err := m.Scan(fds[i].DataTypeOID, fds[i].Format, raw[i], target); err != nil {
-			return nil, fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fds[i].Name, err)
+		if err := k.scanColumn(rows, from+i, target); err != nil {
+			return nil, err
 		}
 	}
 	c.attempt, c.slot = int(attempt), int(slot)
-	c.data, c.decodeErr = k.decode(m, fds[pipelineColumns:], raw[pipelineColumns:])
+	fds, raw := rows.FieldDescriptions()[from+pipelineColumns:], rows.RawValues()[from+pipelineColumns:]
+	c.data, c.decodeErr = k.decode(rows.Conn().TypeMap(), fds, raw)
 	return c, nil
+}
+
+// scanColumn reads column i of a claimed row into target.
+func (k *kindRunner) scanColumn(rows pgx.Rows, i int, target any) error {
+	fd := rows.FieldDescriptions()[i]
+	if err := rows.Conn().TypeMap().Scan(fd.DataTypeOID, fd.Format, rows.RawValues()[i], target); err != nil {
+		return fmt.Errorf("dispatcher: reading claimed %q jobs: column %s: %w", k.info.Name, fd.Name, err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
@@ -122,7 +123,7 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 		}
 		// A finished job of a kind with a total limit holds its share of it until its outcome is
 		// written, and a key run's next job waits for its predecessor's, so those are written at once.
-		if len(batch) < finishGatherBelow && f.gather > 0 && !f.k.hasTotal.Load() && !continuesRun(batch) {
+		if len(batch) < finishGatherBelow && f.gather > 0 && !f.k.hasTotal.Load() {
 			batch = gatherMore(batch, reqs, timer, f.gather, finishGatherBelow)
 		}
 		turn.Unlock()
@@ -136,11 +137,14 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 const finishGatherBelow = 128
 
 // gatherMore adds to batch the outcomes that come within wait, until it holds upTo or one that
-// continues a key run came, whose next job waits for the statement. When jobs trickle in, each
+// continues a key run (then at once), whose next job waits for the statement. When jobs trickle in, each
 // outcome would otherwise be a statement and a commit of its own; under load the batch fills at
 // once, and the outcomes left in the lane wait for the next statement rather than holding this one
 // back.
 func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait time.Duration, upTo int) []finishReq {
+	if slices.ContainsFunc(batch, finishReq.continuesRun) {
+		return batch
+	}
 	timer.Reset(wait)
 	defer timer.Stop()
 	for len(batch) < upTo {
@@ -150,7 +154,7 @@ func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait 
 				return batch
 			}
 			batch = append(batch, r)
-			if r.next != nil {
+			if r.continuesRun() {
 				return batch
 			}
 		case <-timer.C:
@@ -160,15 +164,8 @@ func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait 
 	return batch
 }
 
-// continuesRun reports whether an outcome of batch continues a key run (see finishReq.next).
-func continuesRun(batch []finishReq) bool {
-	for _, r := range batch {
-		if r.next != nil {
-			return true
-		}
-	}
-	return false
-}
+// continuesRun reports whether the outcome continues a key run (see finishReq.next).
+func (r finishReq) continuesRun() bool { return r.next != nil }
 
 // flush writes a batch. While the database cannot be reached it retries, at least every second,
 // until the database answers or Stop's deadline passes: the rows' leases may run out on the
