@@ -116,15 +116,14 @@ func (j *janitor) send(node int, ds []pendingDelete) {
 		cmds[i] = p.Eval(ctx, deleteScript, []string{d.key}, d.value)
 	}
 	_, err := p.Exec(ctx)
-	j.mu.Lock()
-	closed := j.closed
-	j.mu.Unlock()
 	now, left := time.Now(), ds[:0]
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for i, d := range ds {
 		switch {
 		case errors.Is(err, redis.ErrClosed), d.answered && cmds[i].Err() == nil:
 			continue // the client is gone, or confirmed
-		case cmds[i].Err() != nil && closed:
+		case cmds[i].Err() != nil && j.closed:
 			continue // Close's last try: a node that does not answer now is left to the TTL
 		case cmds[i].Err() != nil:
 			d.answered, d.due, d.acquire = false, now.Add(j.interval), nil
@@ -135,10 +134,8 @@ func (j *janitor) send(node int, ds []pendingDelete) {
 		}
 		left = append(left, d)
 	}
-	j.mu.Lock()
 	j.out -= len(ds)
 	j.pending = append(j.pending, left...)
-	j.mu.Unlock()
 }
 
 // close refuses further deletes and waits for the pending ones, since a worker that stops would
