@@ -116,8 +116,8 @@ func (c Config) resolve() (Config, error) {
 	return c, nil
 }
 
-// DefaultNodeTimeout is NewClient's dial, read, write and pool timeout: half of
-// DefaultCallTimeout, so that the one retry it allows still fits in a lock call.
+// DefaultNodeTimeout is NewClient's dial, read, write and pool timeout: half of DefaultCallTimeout,
+// so that its one retry still fits in a lock call.
 const DefaultNodeTimeout = 500 * time.Millisecond
 
 // ParseNode parses the address of one lock node: "host:port", or a URL "redis://[user:password@]
@@ -145,16 +145,12 @@ func ParseNode(node string) (*redis.Options, error) {
 	return &redis.Options{Addr: node}, nil
 }
 
-// NewClient returns a client for one lock node, built from a copy of opts with what lock calls
-// need where opts leaves it unset: DefaultNodeTimeout as dial, read, write and pool timeout;
-// MaxRetries and DialerRetries 1, enough for a pooled connection to a restarted node, as a quorum
-// masks a failing one; no maintenance notifications and no CLIENT SETINFO, for fewer round trips
-// when a node comes back. ContextTimeoutEnabled is always on, or go-redis would ignore a deadline
-// on socket I/O and one stalled node would stall every lock call. The caller closes the client.
-//
-// The first NewClient of the process routes go-redis's process-wide logger, which prints a line
-// for every failed dial, to slog.Default() at Debug level with logger=go-redis, since the
-// dispatcher reports silent nodes itself; call redis.SetLogger after it to route them elsewhere.
+// NewClient returns a client for one lock node from a copy of opts, with what lock calls need where
+// opts leaves it unset: DefaultNodeTimeout for dial, read, write and pool; one retry (a quorum masks a
+// failing node); no maintenance notifications or CLIENT SETINFO, for fewer round trips when a node
+// comes back. ContextTimeoutEnabled is always on, lest one stalled node stall every lock call. The
+// caller closes the client. The first call routes go-redis's process-wide logger (a line per failed
+// dial) to slog.Default() at Debug level, logger=go-redis; redis.SetLogger after it overrides that.
 func NewClient(opts *redis.Options) *redis.Client {
 	routeRedisLogs()
 	o := *opts

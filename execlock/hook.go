@@ -55,14 +55,12 @@ func (n *nodeTrack) settled() bool {
 	}
 }
 
-// callHook is the hook New adds to each node's client; commands other than its Locker's pass
-// unchanged. redsync's fail-fast cancels a round once a quorum has answered, and go-redis would then
-// drop the commands not yet on a connection, leaving the lock on a bare quorum: callHook runs each
-// to its deadline. It also keeps a lock's commands on a node in order, lest a delete sent on another
-// connection overtake the SET NX it follows and leave a lock nobody holds: an acquire's commands
-// there run one at a time, one whose round ended first is dropped once a later round (a failed
-// attempt's clean-up) has started there, and the lock's later calls wait for the acquire's first
-// command there to end.
+// callHook is the hook New adds to each node's client; other Lockers' commands pass unchanged.
+// redsync cancels a round once a quorum has answered, and go-redis would then drop the commands not
+// yet sent, leaving the lock on a bare quorum: callHook runs each to its deadline. It also keeps a
+// lock's commands on a node in order, lest a delete overtake its SET NX on another connection: an
+// acquire's commands there run one at a time, a stale round's is dropped once a later round (a
+// failed attempt's clean-up) has started there, and later calls wait for the acquire's first one.
 type callHook struct {
 	locker *Locker
 	node   int

@@ -138,11 +138,10 @@ func (j *janitor) send(node int, ds []pendingDelete) {
 	j.pending = append(j.pending, left...)
 }
 
-// close refuses further deletes and waits for the pending ones, since a worker that stops would
-// otherwise leave a failed attempt's value on a minority of nodes for a whole TTL: each is sent once
-// more when its call's commands have ended (at once where the acquire's command was answered, else at
-// most an interval after the last call) and confirmed where it must be. A delete that then fails is
-// not retried, and what is still pending a few ticks after that is dropped, to expire by its TTL.
+// close refuses further deletes and sends the pending ones once more (at once where the acquire's
+// command was answered, else when the call's commands have ended), lest a stopping worker leave a
+// failed attempt's value on a minority of nodes for a whole TTL; what fails or is still pending a
+// few ticks after the last call's deadline is dropped, to expire by its TTL.
 func (j *janitor) close() {
 	j.mu.Lock()
 	if !j.closed {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,11 +49,9 @@ func New(cfg *Config) (*Locker, error) {
 }
 
 // Close ends the Locker's background deletes of values that lock calls may have left on some nodes
-// (a failed attempt's, a release's that a node did not answer), which otherwise go on until their node
-// answers (for at most 10 minutes) or the clients are closed. It sends those still pending once more
-// and waits for the answers, for at most three times Config.CallTimeout when nodes do not answer;
-// what is left then expires by its TTL. Call it after the last lock call and before closing the
-// clients; a second Close does nothing.
+// (see the package documentation): it sends those still pending once more and waits for them, at most
+// three times Config.CallTimeout; what is left expires by its TTL. Call it after the last lock call
+// and before closing the clients; a second Close does nothing.
 func (l *Locker) Close() { l.janitor.close() }
 
 // Quorum returns how many nodes must agree for a lock to be held: a majority of Config.Nodes.
@@ -92,15 +91,9 @@ func (l *Locker) trySlot(ctx context.Context, typ lockType, kind, key string, li
 	if err != nil {
 		return nil, err
 	}
-	skip := make([]bool, limit)
-	for _, s := range busy {
-		if s >= 0 && s < limit {
-			skip[s] = true
-		}
-	}
 	failed := 0
 	for _, slot := range mrand.Perm(limit) {
-		if skip[slot] {
+		if slices.Contains(busy, slot) {
 			continue
 		}
 		lk, err := l.try(ctx, typ, kind, key, slot)

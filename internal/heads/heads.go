@@ -26,14 +26,14 @@ type Head struct {
 	First int64  // the key's first waiting job, claimed elsewhere or not
 }
 
-// headWalk is the most waiting jobs the fast walk looks at per job wanted (see headsSQL), plus
+// headWalk is the most waiting jobs the longer walk looks at per job wanted (see headsSQL), plus
 // walkSlack for passes that want few jobs.
 const (
 	headWalk  = 4
 	walkSlack = 100
 )
 
-// Walk is how many waiting jobs the fast walk of a pass wanting n jobs looks at.
+// Walk is how many waiting jobs the longer walk of a pass wanting n jobs looks at (see Pass.Pick).
 func Walk(n int) int { return headWalk*n + walkSlack }
 
 // Querier is a pool, a connection or a transaction; Pick's statements lock rows, so give it a
@@ -58,19 +58,25 @@ func New(info *jobinfo.Info) (*Pass, error) {
 }
 
 // Pick chooses, in q, up to n jobs that may start with the kind's per-key limit keyLimit, in the kind's
-// order: those the walk finds, and, when it finds fewer while more jobs wait beyond it, those the
+// order: those the walks find, and, when they find fewer while more jobs wait beyond them, those the
 // key scan finds besides, and locks those of keys that run nothing (see headsSQL). It also returns
-// how many the walk found. Roll the transaction back to leave the jobs waiting.
+// how many the walks found. Roll the transaction back to leave the jobs waiting.
+//
+// The first walk looks at n jobs only: over many keys of few jobs each they are all heads, and the
+// pass is done at a fraction of the longer walk's cost. When it finds fewer, the walk of Walk(n)
+// jobs follows, and it finds the first walk's heads again, as they come first in the kind's order.
 func (p *Pass) Pick(ctx context.Context, q Querier, n, keyLimit int) (heads []Head, fromWalk int, err error) {
-	w := Walk(n)
-	heads, walked, err := p.query(ctx, q, p.fast, n, keyLimit, w, p.kind)
-	if err != nil {
-		return nil, 0, err
-	}
-	// A walk that ended before its limit passed every waiting job: its heads are all there are (the
-	// key scan would skip the same locked rows).
-	if len(heads) == n || (len(heads) > 0 && walked < w) {
-		return heads, len(heads), nil
+	for _, w := range []int{n, Walk(n)} {
+		var walked int
+		heads, walked, err = p.query(ctx, q, p.fast, n, keyLimit, w, p.kind)
+		if err != nil {
+			return nil, 0, err
+		}
+		// A walk that ended before its limit passed every waiting job: its heads are all there are
+		// (the key scan would skip the same locked rows).
+		if len(heads) == n || (len(heads) > 0 && walked < w) {
+			return heads, len(heads), nil
+		}
 	}
 	got := make([]int64, len(heads))
 	for i, h := range heads {

@@ -175,14 +175,14 @@ func TestHeadsPassShortBacklogNeedsNoScan(t *testing.T) {
 	checkPass(t, f, "pass", ids, fromWalk, idRange(1, 10), 10, 1, 0)
 }
 
-// When the widest walk falls short of the backlog (one key's jobs fill it), the key scan finds the
-// other keys' heads.
+// When both walks fall short of the backlog (one key's jobs fill them), the key scan finds the other
+// keys' heads.
 func TestHeadsPassScansWhenTheWidestWalkFallsShort(t *testing.T) {
 	t.Parallel()
 	f := newHeadsFixture(t, oneKeyFront())
 	pass := f.newPass(t)
 	ids, fromWalk := f.selectHeads(t, pass, 10)
-	checkPass(t, f, "pass", ids, fromWalk, append([]int64{1}, idRange(601, 605)...), 1, 1, 1)
+	checkPass(t, f, "pass", ids, fromWalk, append([]int64{1}, idRange(601, 605)...), 1, 2, 1)
 	if got := heads.Walk(10); got != 140 {
 		t.Errorf("the walk for 10 jobs = %d, want 140", got)
 	}
@@ -193,8 +193,9 @@ func TestHeadsPassScansWhenTheWidestWalkFallsShort(t *testing.T) {
 	}
 }
 
-// Every pass walks and, when the walk finds fewer heads than wanted while more jobs wait beyond it,
-// scans the keys for the rest; a walk that finds them all needs no scan.
+// Every pass walks n jobs, then Walk(n) when those are fewer than n heads, and, when that too finds
+// fewer heads than wanted while more jobs wait beyond it, scans the keys for the rest; a walk that
+// finds them all ends the pass.
 func TestHeadsPassWalksThenScans(t *testing.T) {
 	t.Parallel()
 	f := newHeadsFixture(t, oneKeyFront())
@@ -202,13 +203,19 @@ func TestHeadsPassWalksThenScans(t *testing.T) {
 	want := append([]int64{1}, idRange(601, 605)...)
 	for i := 1; i <= 3; i++ {
 		ids, fromWalk := f.selectHeads(t, pass, 10)
-		checkPass(t, f, fmt.Sprintf("pass %d, the walk finding 1 head of 6", i), ids, fromWalk, want, 1, 1, 1)
+		checkPass(t, f, fmt.Sprintf("pass %d, the walks finding 1 head of 6", i), ids, fromWalk, want, 1, 2, 1)
 	}
-	// 300 keys in turn, 3 jobs each: ids 1-300 are the keys' first jobs, and the walk finds 100.
+	// 300 keys in turn, 3 jobs each: ids 1-300 are the keys' first jobs, and the first walk finds 100.
 	f = newHeadsFixture(t, roundRobin(300, 3))
 	pass = f.newPass(t)
 	ids, fromWalk := f.selectHeads(t, pass, 100)
-	checkPass(t, f, "a walk finding every head", ids, fromWalk, idRange(1, 100), 100, 1, 0)
+	checkPass(t, f, "a first walk finding every head", ids, fromWalk, idRange(1, 100), 100, 1, 0)
+	// 50 keys in turn, 3 jobs each: the first walk (100 jobs) finds ids 1-50 and stops at its limit;
+	// the longer one (500 jobs) passes every waiting job, and no scan follows.
+	f = newHeadsFixture(t, roundRobin(50, 3))
+	pass = f.newPass(t)
+	ids, fromWalk = f.selectHeads(t, pass, 100)
+	checkPass(t, f, "the longer walk passing every job", ids, fromWalk, idRange(1, 50), 50, 2, 0)
 }
 
 // lockedElsewhere returns which of ids another transaction finds locked.
