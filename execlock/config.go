@@ -43,7 +43,7 @@ const (
 type Config struct {
 	// Nodes are the clients of the independent Redis nodes (not a cluster, not replicas) holding the
 	// locks: 1, 3 or 5 (any odd number), a majority of which hold each lock. Build them with NewClient
-	// or NewClients; New hooks the Locker's own commands on each, and does not close them. Required.
+	// or NewClients; the Locker does not close them. Required.
 	Nodes []*redis.Client
 	// Prefix starts every lock key. Default DefaultPrefix ("jobpipe:lock:").
 	Prefix string

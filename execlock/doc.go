@@ -24,7 +24,8 @@
 // Over several nodes an attempt can also fail with nobody winning, which is safe. The commands to
 // the other nodes run on to the deadline, in order, so that a lock reaches every node that answers
 // and no delete overtakes its SET NX; a janitor deletes what a failed call may have left behind
-// once its node answers again (see [Locker.Close]).
+// once its node answers again, for up to 10 minutes (see [Locker.Close]). Each node's commands go
+// out in pipelines, one at a time, which concurrent calls share.
 //
 // An extension never re-takes a lapsed lock: it returns ErrLost. [Lock.Until] is an estimate, not
 // a guarantee: a Redis node restarted without persistence forgets its locks, so a rolling restart

@@ -469,15 +469,13 @@ type cancelOnSend struct{ cancel context.CancelFunc }
 
 func (cancelOnSend) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h cancelOnSend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.cancel()
-		return next(ctx, cmd)
-	}
-}
+func (cancelOnSend) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
-func (cancelOnSend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (h cancelOnSend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.cancel()
+		return next(ctx, cmds)
+	}
 }
 
 // waitFor polls cond for up to 3 s.

@@ -102,7 +102,7 @@ func timed(f func()) time.Duration {
 }
 
 // waitHolders waits until lk's value is on want nodes. Commands to the nodes a quorum did not
-// need finish in the background (callHook), so a lock reaches every healthy node shortly after
+// need finish in the background (Locker.send), so a lock reaches every healthy node shortly after
 // the call that took or extended it returned.
 func waitHolders(t *testing.T, b *bundle, lk *Lock, want int) {
 	t.Helper()

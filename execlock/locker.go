@@ -16,7 +16,6 @@ import (
 
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
-	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 )
 
 // Locker takes queue and execution locks on a quorum of Redis nodes. It is safe for concurrent
@@ -24,12 +23,12 @@ import (
 type Locker struct {
 	cfg     Config
 	rs      *redsync.Redsync
+	wires   []*wire // by node
 	janitor *janitor
 	stats   struct{ acquired, taken, unavailable, extended, extendFailed, released, releaseFailed atomic.Uint64 }
 }
 
 // New returns a Locker for cfg, after applying defaults and validating it; errors wrap ErrInvalid.
-// It adds a hook to each of cfg.Nodes (see Config.Nodes).
 func New(cfg *Config) (*Locker, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: nil Config", ErrInvalid)
@@ -41,8 +40,8 @@ func New(cfg *Config) (*Locker, error) {
 	l := &Locker{cfg: c, janitor: &janitor{nodes: c.Nodes, interval: c.CallTimeout, kick: make(chan struct{}, 1)}}
 	pools := make([]rsredis.Pool, len(c.Nodes))
 	for i, n := range c.Nodes {
-		n.AddHook(callHook{locker: l, node: i})
-		pools[i] = goredis.NewPool(n)
+		l.wires = append(l.wires, &wire{client: n})
+		pools[i] = nodePool{locker: l, node: i}
 	}
 	l.rs = redsync.New(pools...)
 	return l, nil

@@ -2,17 +2,16 @@ package execlock
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"testing"
 	"time"
 )
 
 // TestLocksReachEveryNode takes and releases many locks on three nodes, through two Lockers that
-// share the clients (each client has a hook of each, and each hook lets the other's calls be).
-// redsync's fail-fast round returns once two nodes have answered and an acquire then cancels its
-// round's context; without callHook about one lock in fifty never reached the third node. Each
-// lock must reach every node, and each release must leave none.
+// share the clients. redsync's fail-fast round returns once two nodes have answered and an acquire
+// then cancels its round's context; unless Locker.send runs each command to the call's deadline,
+// about one lock in fifty never reaches the third node. Each lock must reach every node, and each
+// release must leave none.
 func TestLocksReachEveryNode(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 3, nil)
@@ -41,10 +40,4 @@ func TestLocksReachEveryNode(t *testing.T) {
 		waitGone(t, b, lk.Key(), 2*time.Second)
 	}
 
-	// Other commands keep their caller's cancellation.
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := b.clients[0].Ping(cancelled).Err(); !errors.Is(err, context.Canceled) {
-		t.Errorf("PING with a cancelled context: %v, want context.Canceled", err)
-	}
 }
