@@ -221,8 +221,7 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 
 // lockParallelism is how many heads' queue locks a claim pass takes at once. Each lock is a round trip
 // to the Redis nodes, and a pass taking them one after another would hold its row locks for a round
-// trip per head; more at once only queue for the client's connections (docs/benchmarks.md, "Claim pass:
-// walk and key scan").
+// trip per head; more at once did not pay (docs/benchmarks.md, "Claim pass: walk and key scan").
 const lockParallelism = 16
 
 // lockHeads takes a queue lock for each head, all heads at once (up to the pass's parallelism), and
