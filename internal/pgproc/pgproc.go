@@ -4,8 +4,9 @@
 // A cluster is initdb'd into a temporary directory (the data directory, the Unix socket and the
 // server's log live there), listens on 127.0.0.1 on a free port, and trusts every local connection.
 // Its postmaster is this process's own child, not daemonized by pg_ctl, in a process group of its
-// own: its pid, and its backends' (the group), are ours to stop and kill, and the kernel kills it
-// should its parent die. Stop and Restart go through pg_ctl, as an operator's restart would.
+// own: it and its backends (its children, each of which PostgreSQL makes a session leader) are ours
+// to stop and kill, and the kernel kills it should its parent die. Stop and Restart go through
+// pg_ctl, as an operator's restart would.
 //
 // initdb and postgres refuse to run as root: when this process is root, they (and pg_ctl) run as
 // the postgres user, which owns the directory.
@@ -251,6 +252,7 @@ func (c *Cluster) stopLocked(ctx context.Context, mode Mode) error {
 		return nil
 	default:
 	}
+	backends := children(c.proc.cmd.Process.Pid)
 	out, err := c.run(ctx, "pg_ctl", "stop", "-D", c.dataDir(), "-m", string(mode), "-w", "-t", strconv.Itoa(int(stopTimeout.Seconds())))
 	if err != nil {
 		return fmt.Errorf("pgproc: pg_ctl stop -m %s: %w\n%s", mode, err, out)
@@ -260,10 +262,8 @@ func (c *Cluster) stopLocked(ctx context.Context, mode Mode) error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("pgproc: pg_ctl stop -m %s returned, but the postmaster (pid %d) has not exited", mode, c.proc.cmd.Process.Pid)
 	}
-	// After an immediate stop, backends may outlive the postmaster for a moment, still attached to
-	// its shared memory, and a start meanwhile would refuse to run. The group's id stays taken while
-	// any of them lives, so it cannot name someone else's processes.
-	waitGroupGone(c.proc.cmd.Process.Pid, 5*time.Second)
+	// A backend still attached to the server's shared memory makes the next start refuse to run.
+	waitGone(backends, 5*time.Second)
 	c.proc = nil
 	return nil
 }
@@ -280,9 +280,8 @@ func (c *Cluster) Restart(ctx context.Context, mode Mode) error {
 	return c.startLocked(ctx, c.Port)
 }
 
-// Kill sends SIGKILL to the postmaster and every backend at once (its process group) and waits
-// for the postmaster to exit: a crash in which nothing runs on the way out. Killing a server that
-// is not running does nothing.
+// Kill sends SIGKILL to the postmaster and every backend and waits for them to exit: a crash in
+// which nothing runs on the way out. Killing a server that is not running does nothing.
 func (c *Cluster) Kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -298,10 +297,18 @@ func (c *Cluster) killLocked() {
 	case <-c.proc.exited:
 		// Reaped already: its pid, and so its group's id, may belong to someone else by now.
 	default:
-		pgid := c.proc.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		pid := c.proc.cmd.Process.Pid
+		// Stopped, the postmaster starts no backend while they are listed. Each leads a process group
+		// of its own, so they are killed one by one: left alive, a busy one would run on, attached
+		// to the shared memory, until it next waited and saw the postmaster gone.
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		backends := children(pid)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		for _, b := range backends {
+			_ = syscall.Kill(b, syscall.SIGKILL)
+		}
 		<-c.proc.exited
-		waitGroupGone(pgid, 5*time.Second)
+		waitGone(backends, 5*time.Second)
 	}
 	c.proc = nil
 	// Nothing ran on the way out, so the server's small System V segment is left; a later start
@@ -316,18 +323,47 @@ func (c *Cluster) killLocked() {
 	}
 }
 
-// waitGroupGone waits, up to limit, until no process of group pgid is left. The postmaster's exit
-// does not mean its backends have gone: a killed backend still attached to the server's shared memory
-// makes the next start fail ("pre-existing shared memory block is still in use"). A zombie, which no
-// longer holds the memory but is still in the group until its new parent reaps it, is waited for only
-// up to limit.
-func waitGroupGone(pgid int, limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-			return
+// children returns the processes whose parent is pid (none where /proc cannot be read).
+func children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		if p, err := strconv.Atoi(e.Name()); err == nil {
+			if _, ppid, ok := procStat(p); ok && ppid == pid {
+				out = append(out, p)
+			}
 		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	return out
+}
+
+// procStat reads a process's state letter and parent from /proc/<pid>/stat; ok is false once the
+// process is gone.
+func procStat(pid int) (state byte, ppid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // the command may hold spaces and ')'
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return f[0][0], ppid, true
+}
+
+// waitGone waits, up to limit, until every process of pids has exited; a zombie, waiting to be
+// reaped by its new parent, holds no memory and counts as exited.
+func waitGone(pids []int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for _, pid := range pids {
+		for time.Now().Before(deadline) {
+			if state, _, ok := procStat(pid); !ok || state == 'Z' {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 

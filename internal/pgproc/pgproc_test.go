@@ -89,6 +89,43 @@ func TestClusterLifecycle(t *testing.T) {
 	}
 }
 
+// TestKillStopsBusyBackends kills a server while a backend runs a long query. Every backend leads a
+// process group of its own, and a busy one sees its postmaster gone only when it next waits: Kill must
+// kill it too, or it runs on, attached to the shared memory, and the next start refuses to run.
+func TestKillStopsBusyBackends(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	busy := connect(ctx, t, c)
+	var pid int
+	if err := busy.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = busy.Exec(ctx, `SELECT count(*) FROM generate_series(1, 1000000000)`) }()
+	watch := connect(ctx, t, c)
+	for {
+		var active bool
+		if err := watch.QueryRow(ctx, `SELECT state = 'active' FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+		if active {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Kill()
+	if state, _, ok := procStat(pid); ok && state != 'Z' {
+		t.Errorf("backend %d (busy with a query) is still running after Kill (state %c)", pid, state)
+	}
+	if err := c.Restart(ctx, Fast); err != nil {
+		t.Fatalf("start after Kill: %v", err)
+	}
+}
+
 // TestBinDirSaysWhatIsMissing checks the error when $JOBPIPE_PG_BIN names a directory without the
 // server's programs.
 func TestBinDirSaysWhatIsMissing(t *testing.T) {
