@@ -273,11 +273,14 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 	// prices the batch's arrays at ten elements and joins the finished and the claimed rows to them
 	// in nested loops, quadratic in a batch of hundreds (docs/benchmarks.md, "Finish statements").
 	args := []any{pgx.QueryExecModeExec, ids, tokens, outs, errs, delays, k.finishNotifies(batch)}
-	if k.keyed {
+	stmt, runs := k.sql.finish, k.keyed && slices.ContainsFunc(batch, finishReq.continuesRun)
+	if runs {
 		args = append(args, slots, k.info.KeyLimit, k.info.Name, k.leaseSeconds(), k.sh.cfg.NodeName)
+	} else if k.keyed {
+		stmt = k.sql.finishEnds
 	}
 	sent := time.Now()
-	rows, err := db.Query(ctx, k.sql.finish, args...)
+	rows, err := db.Query(ctx, stmt, args...)
 	if err != nil {
 		return finished{}, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)
 	}
@@ -285,7 +288,7 @@ func (k *kindRunner) runFinish(ctx context.Context, db jobinfo.DB, batch []finis
 	f := finished{ok: make(map[int64]bool, n)}
 	for rows.Next() {
 		m, fds, raw := rows.Conn().TypeMap(), rows.FieldDescriptions(), rows.RawValues()
-		if !k.keyed {
+		if !runs {
 			var id int64
 			if err := m.Scan(fds[0].DataTypeOID, fds[0].Format, raw[0], &id); err != nil {
 				return finished{}, fmt.Errorf("dispatcher: finishing %q jobs: %w", k.info.Name, err)

@@ -9,7 +9,7 @@ import (
 // kindSQL holds a kind's statements, built once at registration by package internal/kindsql, which
 // documents each (kindsql.Dispatcher).
 type kindSQL struct {
-	claimPlain, countRunning, countDue, busySlots, nextOfKeys, claimIDs, finish, extend, nextDueAndNow, rescue string
+	claimPlain, countRunning, countDue, busySlots, nextOfKeys, claimIDs, finish, finishEnds, extend, nextDueAndNow, rescue string
 }
 
 // pipelineColumns is how many columns a claim returns before the data columns (see scanClaimed).
@@ -24,5 +24,5 @@ var writeCodes = kindsql.WriteCodes{
 func buildSQL(info *jobinfo.Info) kindSQL {
 	s := kindsql.ForDispatcher(info, writeCodes, uniqueness.NotifyChannel)
 	return kindSQL{claimPlain: s.ClaimPlain, countRunning: s.CountRunning, countDue: s.CountDue, busySlots: s.BusySlots, nextOfKeys: s.NextOfKeys,
-		claimIDs: s.ClaimIDs, finish: s.Finish, extend: s.Extend, nextDueAndNow: s.NextDueAndNow, rescue: s.Rescue}
+		claimIDs: s.ClaimIDs, finish: s.Finish, finishEnds: s.FinishEnds, extend: s.Extend, nextDueAndNow: s.NextDueAndNow, rescue: s.Rescue}
 }

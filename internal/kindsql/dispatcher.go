@@ -35,8 +35,13 @@ type Dispatcher struct {
 	// with last_of_key.
 	ClaimIDs string
 	// Finish records outcomes: $1 ids, $2 tokens, $3 outcomes, $4 errors, $5 delays in seconds; $6
-	// whether to notify the kind's channel. A keyed kind's also continues key runs (see finishRunSQL).
+	// whether to notify the kind's channel. A keyed kind's also continues key runs (see finishRunSQL):
+	// $7 slots, $8 the default key limit, $9 the kind, $10 lease seconds, $11 owner.
 	Finish string
+	// FinishEnds is a keyed kind's Finish for a batch that continues no key run: Finish's first six
+	// parameters and its plain kind's rows. Planned afresh for each batch, the run-continuing
+	// statement's planning alone costs more than the rows of a small batch.
+	FinishEnds string
 	// Extend renews the lease of $1 (token $2) by $3 seconds; returns a row when the fence held.
 	Extend string
 	// NextDueAndNow is the earliest future process_after of a waiting job, and the database's now().
@@ -77,6 +82,7 @@ func ForDispatcher(info *jobinfo.Info, out WriteCodes, channel string) Dispatche
 		d.BusySlots = render("busySlots", k)
 		d.ClaimIDs = render("claimIDsSQL", k)
 		d.NextOfKeys = render("nextOfKeys", k)
+		d.FinishEnds = d.Finish
 		d.Finish = render("finishRunSQL", k)
 	}
 	return d

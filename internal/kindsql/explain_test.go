@@ -107,6 +107,7 @@ func statementsOf(info *jobinfo.Info) []statement {
 	fast, scan := Heads(info)
 	return append(out,
 		statement{"finishRunSQL", d.Finish, "'{1}', '{1}', '{0}', '{NULL}', '{0}', false, '{0}', 1, " + name + ", 300, 'node'"},
+		statement{"finishSQL", d.FinishEnds, "'{1}', '{1}', '{0}', '{NULL}', '{0}', false"},
 		statement{"busySlots", d.BusySlots, "'{1,2}'"},
 		statement{"claimIDsSQL", d.ClaimIDs, "'{1,2}', '{0,0}', 300, 'node', '{1,2}'"},
 		statement{"nextOfKeys", d.NextOfKeys, "'{1,2}', '{1,3}'"},
