@@ -200,6 +200,25 @@ func TestSlotsSlowJobs(t *testing.T) {
 	}
 }
 
+// The bound is the most slow jobs of a key, sleeping on all its slots at once: for the default
+// scenario, the 80 slow jobs of its slowest keys on 10 slots, 8 s.
+func TestSlotsSlowBound(t *testing.T) {
+	t.Parallel()
+	if got := slowBound([]int64{3, 25, 0, 7}, time.Second, 10); got != 2500*time.Millisecond {
+		t.Errorf("slowBound of 25 slow jobs on 10 slots = %v, want 2.5s", got)
+	}
+	const jobs, keys = 200_000, 100
+	slowOfKey := make([]int64, keys)
+	for n := range int64(jobs) {
+		if slowJob(n, keys, 20, 0.01) {
+			slowOfKey[n%keys]++
+		}
+	}
+	if got := slowBound(slowOfKey, time.Second, 10); got != 8*time.Second {
+		t.Errorf("the default scenario's slowBound = %v, want 8s (80 slow jobs on 10 slots)", got)
+	}
+}
+
 func TestSlotsAndFairOptions(t *testing.T) {
 	t.Parallel()
 	if u, s := (Options{Scenario: "unique"}).withDefaults(), (Options{Scenario: "slots"}).withDefaults(); u.Workers != s.Workers || u.Workers != 1000 {
@@ -266,6 +285,19 @@ func TestVersus(t *testing.T) {
 	}
 	if first.Details["vs"] == nil {
 		t.Error("the JSON details lack the second run")
+	}
+	// A run with a least work time also reports the ratio it could reach: its jobs in that time.
+	slots, unique := newReport("slots"), newReport("unique")
+	slots.result("jobs", int64(200_000))
+	slots.result("slow_bound_s", 8.0)
+	slots.result("jobs_per_s", 16_587.0)
+	unique.result("jobs_per_s", 41_165.0)
+	if err := slots.Versus(unique); err != nil {
+		t.Fatal(err)
+	}
+	want = "RESULT jobs=200000 slow_bound_s=8 jobs_per_s=16587 vs=unique vs_jobs_per_s=41165 ratio=0.403 ratio_ceiling=0.607"
+	if got := slots.ResultLine(); got != want {
+		t.Errorf("ResultLine:\n got %s\nwant %s", got, want)
 	}
 	if err := newReport("herd").Versus(other); err == nil || !strings.Contains(err.Error(), "herd reported no jobs_per_s") {
 		t.Errorf("Versus of a report without jobs_per_s: %v", err)

@@ -25,11 +25,13 @@ func runSlots(ctx context.Context, s *session) error {
 		return err
 	}
 	var slow int64
+	slowOfKey := make([]int64, keys)
 	insertTime, err := load(ctx, s, kind, jobs, func(n int64) slotJob {
 		j := slotJob{K: n % keys, N: n}
 		if slowJob(n, keys, o.SlowRun, o.SlowFraction) {
 			j.SleepUS = o.Slow.Microseconds()
 			slow++
+			slowOfKey[j.K]++
 		}
 		return j
 	})
@@ -75,7 +77,7 @@ func runSlots(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	s.recordSlots(slotsRun{jobs: jobs, keys: keys, slow: slow, elapsed: elapsed, insert: insertTime,
+	s.recordSlots(slotsRun{jobs: jobs, keys: keys, slow: slow, slowBound: slowBound(slowOfKey, o.Slow, o.KeyLimit), elapsed: elapsed, insert: insertTime,
 		watch: w.summary(0, int(keys)), stats: f.stats(), leftover: leftover, acc: acc, path: path})
 	return nil
 }
@@ -83,12 +85,14 @@ func runSlots(ctx context.Context, s *session) error {
 // slotsRun is what runSlots measured, for its report.
 type slotsRun struct {
 	jobs, keys, slow int64
-	elapsed, insert  time.Duration
-	watch            slotSummary
-	stats            dispatcher.Stats
-	leftover         int64
-	acc              accounting
-	path             jobPath
+	// slowBound is the least time the run can take: its slowest key's sleeps on its slots (see slowBound).
+	slowBound       time.Duration
+	elapsed, insert time.Duration
+	watch           slotSummary
+	stats           dispatcher.Stats
+	leftover        int64
+	acc             accounting
+	path            jobPath
 }
 
 func (s *session) recordSlots(m slotsRun) {
@@ -104,6 +108,7 @@ func (s *session) recordSlots(m slotsRun) {
 	r.result("keys", m.keys)
 	r.result("key_limit", o.KeyLimit)
 	r.result("slow_jobs", m.slow)
+	r.result("slow_bound_s", round(m.slowBound.Seconds(), 2))
 	r.result("redis_nodes", len(s.redis.nodes))
 	r.result("dispatchers", o.Dispatchers[0])
 	r.result("workers", o.Workers)
@@ -129,6 +134,7 @@ func (s *session) recordSlots(m slotsRun) {
 		{"slow jobs (handler sleeps)", fmt.Sprintf("%d (%v each; the others return at once)", m.slow, o.Slow), ""},
 		{"insert (EnqueueMany, COPY)", fmt.Sprintf("%.1f s, %.0f jobs/s", m.insert.Seconds(), rate(m.jobs, m.insert)), ""},
 		{"work time", fmt.Sprintf("%.2f s", m.elapsed.Seconds()), ""},
+		{"least work time: the key with the most slow jobs, sleeping on all its slots", fmt.Sprintf("%.2f s (%.0f jobs/s at most)", m.slowBound.Seconds(), rate(m.jobs, m.slowBound)), ""},
 		{"rate", fmt.Sprintf("%.0f jobs/s", perSec), fmt.Sprintf(">= %.0f%% of unique's rate (run `jobpipe bench unique` alongside)", slotsUniqueShare*100)},
 		{"most jobs of one key running at once", format(m.watch.MaxPerKey), fmt.Sprintf("<= %d", o.KeyLimit)},
 		{"handler starts above the key's limit", format(m.watch.OverLimit), "0"},
@@ -147,6 +153,18 @@ func (s *session) recordSlots(m slotsRun) {
 	}})
 	m.acc.record(r)
 	s.statements("dispatchers' statements during the run (client-side time)")
+}
+
+// slowBound is the least time a run of the benchmark takes, however it is scheduled: a key's slow
+// jobs sleep slow each on at most limit slots at once, so the key with the most of them needs at
+// least their sleeps shared by its slots. A fast machine drains the other jobs sooner, and the bound
+// is then most of the run.
+func slowBound(slowOfKey []int64, slow time.Duration, limit int) time.Duration {
+	most := int64(0)
+	for _, n := range slowOfKey {
+		most = max(most, n)
+	}
+	return time.Duration(most) * slow / time.Duration(max(limit, 1))
 }
 
 // slowJob says whether job n (of keys keys, round-robin) is one of the slow ones. A key's jobs are

@@ -60,8 +60,22 @@ func (r *Report) JobsPerSecond() (float64, bool) {
 	return f, ok && isFloat
 }
 
+// ratioCeiling is the highest ratio r's scenario could reach against a rate of theirs, when r
+// reports a least work time (slots' slow_bound_s): its jobs done in that time.
+func (r *Report) ratioCeiling(theirs float64) (float64, bool) {
+	bound, ok := r.Value("slow_bound_s")
+	seconds, isFloat := bound.(float64)
+	jobs, hasJobs := r.Value("jobs")
+	n, isInt := jobs.(int64)
+	if !ok || !isFloat || seconds <= 0 || !hasJobs || !isInt {
+		return 0, false
+	}
+	return ratio(float64(n)/seconds, theirs), true
+}
+
 // Versus appends to r's RESULT line the comparison with other, run on the same job count: vs (its
-// scenario), vs_jobs_per_s (its rate) and ratio (r's rate over other's, three decimals). other's
+// scenario), vs_jobs_per_s (its rate) and ratio (r's rate over other's, three decimals), and for a
+// run with a least work time the ratio_ceiling it could reach (see ratioCeiling). other's
 // result is kept in the JSON report's details; its own RESULT line says whether its accounting held.
 func (r *Report) Versus(other *Report) error {
 	mine, ok := r.JobsPerSecond()
@@ -75,6 +89,9 @@ func (r *Report) Versus(other *Report) error {
 	r.result("vs", other.Scenario)
 	r.result("vs_jobs_per_s", theirs)
 	r.result("ratio", ratio(mine, theirs))
+	if ceiling, ok := r.ratioCeiling(theirs); ok {
+		r.result("ratio_ceiling", ceiling)
+	}
 	r.Details["vs"] = map[string]any{"scenario": other.Scenario, "result": pairs(other.Result),
 		"settings": pairs(other.Settings), "failures": append([]string{}, other.Failures...)}
 	return nil

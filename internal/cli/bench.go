@@ -36,8 +36,9 @@ scenarios and targets (for a 2-core machine):
   slots   --jobs jobs over --keys keys of a keyed kind with --key-limit slots per key; a
           --slow-fraction of the handlers sleep --slow (in runs of --slow-run jobs of one key), the
           rest return at once. Checks that no key ever runs more than its limit; reports the keys
-          that reached it, the failed lock attempts and the slot wait (a slot freed at the limit ->
-          the key's next start)
+          that reached it, the failed lock attempts, the slot wait (a slot freed at the limit ->
+          the key's next start) and the least work time the slow jobs allow (slow_bound_s: the
+          key with the most, sleeping on all its slots)
                                          max per key <= limit; >= 80% of unique's jobs/s
   fair    --big-jobs jobs of one key enqueued first, then --small-keys keys of one job each; the
           dispatchers start once all wait. Times the small jobs' starts and counts the big jobs
