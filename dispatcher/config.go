@@ -75,7 +75,10 @@ type Config struct {
 	// PollOnly turns off LISTEN, for connections through a pooler in transaction mode (PgBouncer)
 	// where LISTEN does not work. Jobs are then found by polling alone.
 	PollOnly bool
-	// ClaimBatch is the most jobs one claim statement takes. Default 100.
+	// ClaimBatch is the most jobs one claim takes. A claim (for a keyed kind, a claim pass) costs a
+	// few statements and a commit whatever its size, and a kind claims one at a time, so a kind with
+	// many workers fills them sooner with bigger claims. Default DefaultClaimBatchFor the kind's
+	// concurrency: a quarter of it, at least DefaultClaimBatch.
 	ClaimBatch int
 	// FinishWait is the longest outcomes may wait to be written together, while fewer than a batch's
 	// worth are ready: when jobs trickle in, each outcome would otherwise cost a statement and a commit
@@ -115,8 +118,9 @@ const (
 	DefaultConcurrency  = 100
 	DefaultLeaseTTL     = 30 * time.Second
 	DefaultPollInterval = 2 * time.Second
-	DefaultClaimBatch   = 100
-	DefaultLeaderTTL    = 15 * time.Second
+	// DefaultClaimBatch is the least default ClaimBatch (see DefaultClaimBatchFor).
+	DefaultClaimBatch = 100
+	DefaultLeaderTTL  = 15 * time.Second
 	// DefaultHandlerGrace is the default Config.HandlerGrace.
 	DefaultHandlerGrace = 5 * time.Second
 	DefaultRedisPrefix  = "jobpipe:lock:"
@@ -135,6 +139,10 @@ const (
 	// after it expires.
 	maxDefaultRescueInterval = 5 * time.Second
 )
+
+// DefaultClaimBatchFor is the ClaimBatch of a kind that runs concurrency jobs at once, when
+// Config.ClaimBatch is 0: a quarter of concurrency, at least DefaultClaimBatch.
+func DefaultClaimBatchFor(concurrency int) int { return max(DefaultClaimBatch, concurrency/4) }
 
 // withDefaults returns a copy of c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
@@ -162,9 +170,6 @@ func (c Config) withDefaults() Config {
 		if c.PollOnly {
 			c.PollInterval = pollOnlyInterval
 		}
-	}
-	if c.ClaimBatch == 0 {
-		c.ClaimBatch = DefaultClaimBatch
 	}
 	if c.RescueInterval == 0 {
 		c.RescueInterval = min(c.LeaseTTL/3, maxDefaultRescueInterval)
@@ -218,8 +223,8 @@ func (c Config) validate() error {
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.Concurrency is %d: give 1 or more", c.Concurrency))
 	}
-	if c.ClaimBatch < 1 {
-		errs = append(errs, fmt.Errorf("dispatcher: Config.ClaimBatch is %d: give 1 or more", c.ClaimBatch))
+	if c.ClaimBatch < 0 {
+		errs = append(errs, fmt.Errorf("dispatcher: Config.ClaimBatch is %d: give 1 or more, or 0 for the default", c.ClaimBatch))
 	}
 	if c.LeaseTTL < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.LeaseTTL %v is too short: give at least 100ms (default %v)", c.LeaseTTL, DefaultLeaseTTL))

@@ -20,7 +20,7 @@ func TestConfigListsEveryProblem(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	_, err := dispatcher.New(dispatcher.Config{Redis: two, Concurrency: -1, LeaseTTL: time.Second, HeartbeatInterval: 900 * time.Millisecond,
+	_, err := dispatcher.New(dispatcher.Config{Redis: two, Concurrency: -1, ClaimBatch: -1, LeaseTTL: time.Second, HeartbeatInterval: 900 * time.Millisecond,
 		RescueInterval: time.Minute, LeaderTTL: 15 * time.Second, HandlerGrace: -time.Second, FinishWait: time.Second})
 	if err == nil {
 		t.Fatal("New accepted a bad config")
@@ -29,6 +29,7 @@ func TestConfigListsEveryProblem(t *testing.T) {
 		"dispatcher: Config.DB is nil: pass a *pgxpool.Pool",
 		"dispatcher: Config.Redis has 2 nodes: Redlock needs an odd number (1, 3 or 5) of independent nodes",
 		"dispatcher: Config.Concurrency is -1: give 1 or more",
+		"dispatcher: Config.ClaimBatch is -1: give 1 or more, or 0 for the default",
 		"dispatcher: Config.HeartbeatInterval 900ms must be positive and at most half of LeaseTTL (1s)",
 		"dispatcher: Config.RescueInterval 1m0s must be positive and shorter than LeaderTTL 15s",
 		"dispatcher: Config.HandlerGrace -1s is negative: give how long a handler whose context ended may take to return (default 5s)",

@@ -135,3 +135,29 @@ func TestNextClaimIsNeverNegative(t *testing.T) {
 		t.Fatalf("nextClaim = %d with the outcomes written and 5 workers free; want 5 after the wait", n)
 	}
 }
+
+// A kind's claims take ClaimBatch jobs at most; by default a quarter of its concurrency, at least
+// DefaultClaimBatch, so that a kind with many workers fills them in few claims.
+func TestClaimBatchDefault(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ concurrency, kindConcurrency, claimBatch, want int }{
+		{concurrency: 10, want: DefaultClaimBatch},
+		{concurrency: 1000, want: 250},
+		{concurrency: 100, kindConcurrency: 2000, want: 500},
+		{concurrency: 1000, claimBatch: 7, want: 7},
+	} {
+		d := &Dispatcher{shared: &shared{cfg: Config{Concurrency: tc.concurrency, ClaimBatch: tc.claimBatch}}, kinds: map[string]*kindRunner{}}
+		var opts []jobinfo.Option
+		if tc.kindConcurrency > 0 {
+			opts = append(opts, jobinfo.Concurrency(tc.kindConcurrency))
+		}
+		kind := jobinfo.MustDefine[lingerJob]("claim_batch_job", opts...)
+		if err := Register(d, kind, func(context.Context, *Job[lingerJob]) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		p := d.kinds["claim_batch_job"].prod
+		if p.batch != tc.want || p.fullClaim() != min(tc.want, p.capacity.size()) {
+			t.Errorf("%+v: claims of %d (full claim %d), want %d", tc, p.batch, p.fullClaim(), tc.want)
+		}
+	}
+}

@@ -32,10 +32,15 @@ type producer struct {
 	// lingerFor bounds the wait for a full claim's worth of free workers (see linger), gatherFor the
 	// wait before a claim without a backlog (see gather).
 	lingerFor, gatherFor time.Duration
+	// batch is the most jobs one claim takes (Config.ClaimBatch).
+	batch int
 }
 
 func newProducer(k *kindRunner) (*producer, error) {
-	p := &producer{kindRunner: k, lingerFor: claimLinger, gatherFor: claimGather}
+	p := &producer{kindRunner: k, lingerFor: claimLinger, gatherFor: claimGather, batch: k.sh.cfg.ClaimBatch}
+	if p.batch == 0 {
+		p.batch = DefaultClaimBatchFor(k.concurrency)
+	}
 	if k.keyed {
 		var err error
 		if p.heads, err = newHeadPicker(k.info); err != nil {
@@ -142,7 +147,7 @@ func (p *producer) nextClaim(ctx context.Context, timer *time.Timer) int {
 		p.gather(ctx, timer)
 		free = p.capacity.free()
 	}
-	return max(0, min(free, p.sh.cfg.ClaimBatch))
+	return max(0, min(free, p.batch))
 }
 
 // claimGather is how long a kind without a backlog waits, once woken, before it claims (see gather):
@@ -168,7 +173,7 @@ func (p *producer) gather(ctx context.Context, timer *time.Timer) {
 }
 
 // fullClaim is the most one claim of the kind takes.
-func (p *producer) fullClaim() int { return min(p.sh.cfg.ClaimBatch, p.capacity.size()) }
+func (p *producer) fullClaim() int { return min(p.batch, p.capacity.size()) }
 
 // linger waits, while the kind has a backlog, up to p.lingerFor for a full claim's worth of free
 // workers, and returns how many are free: at once when a full claim's worth is, when the wait ends,
@@ -176,7 +181,7 @@ func (p *producer) fullClaim() int { return min(p.sh.cfg.ClaimBatch, p.capacity.
 //
 // Each claim is a statement and a commit whatever its size, and a claim sent at once takes only the
 // workers freed during the previous claim: with short handlers, the jobs of one claim are still
-// starting when the next is sent, so claims settle well below ClaimBatch and each job pays for more
+// starting when the next is sent, so claims settle well below a full claim and each job pays for more
 // statements. The jobs of the last claim free their workers within the wait, so it is short,
 // and it is paid only under a backlog, where a job waits longer than that for its turn anyway.
 func (p *producer) linger(ctx context.Context, timer *time.Timer) int {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobpipe/jobpipe/dispatcher"
 	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
@@ -114,7 +115,6 @@ const (
 	DefaultBacklog         = 75_000
 	DefaultDuration        = 60 * time.Second
 	DefaultWorkers         = 100
-	DefaultClaimBatch      = 100
 	DefaultPool            = 8
 	DefaultHerdPool        = 4
 	DefaultBatch           = 10_000
@@ -214,7 +214,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.Backlog, DefaultBacklog)
 	def(&o.Workers, DefaultWorkers)
-	def(&o.ClaimBatch, DefaultClaimBatch)
+	def(&o.ClaimBatch, dispatcher.DefaultClaimBatchFor(o.Workers))
 	def(&o.Pool, DefaultPool)
 	def(&o.Batch, DefaultBatch)
 	def(&o.Repeat, DefaultRepeat)

@@ -177,7 +177,7 @@ var statementLabels = []struct{ fragment, label string }{
 	{"array_agg(nextval(", "reserve ids (enqueue)"},
 	{"SELECT pg_notify(", "notify (enqueue)"},
 	{"INSERT INTO jobpipe_kinds", "register kind"},
-	{"SELECT t.id, coalesce((SELECT array_agg(e.lock_slot)", "busy slots (keyed)"},
+	{"SELECT h.id, coalesce(s.slots, '{}')", "busy slots (keyed)"},
 	{"AS u(head, n)", "next of running keys (keyed)"},
 	{"FROM jobpipe_kind_limits", "read kind limits"},
 }

@@ -100,7 +100,7 @@ flags (defaults in brackets):
   --dispatchers LIST   dispatchers in this process, each with its own pool [herd 1,3,5,7,10; others 1]
   --workers N          each dispatcher's Concurrency [100; unique 1000; slots keys x key-limit;
                        latency 32; rate 32; memory --inflight]
-  --claim-batch N      each dispatcher's ClaimBatch [100]
+  --claim-batch N      each dispatcher's ClaimBatch [a quarter of --workers, at least 100]
   --key-run-jobs N     each dispatcher's KeyRunJobs, a key run's budget of jobs [1000]
   --key-run-time D     each dispatcher's KeyRunTime, a key run's budget of time [5s]
   --pool N             connections in each dispatcher's pool [8; herd 4]

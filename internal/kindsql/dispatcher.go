@@ -25,7 +25,8 @@ type Dispatcher struct {
 	CountRunning string
 	// CountDue counts the kind's waiting jobs that are due.
 	CountDue string
-	// BusySlots returns, for each job $1 of a keyed kind, the slots its key's running jobs hold.
+	// BusySlots returns, for each job $1 of a keyed kind, the slots its key's running jobs hold. It
+	// reads each key's running jobs once, however many of its jobs $1 holds.
 	BusySlots string
 	// NextOfKeys locks the next jobs of keys that run jobs: for each row $1 of a keyed kind, the first
 	// $2 waiting jobs of its key, as far as they can start in order (see nextOfKeysSQL).
@@ -137,8 +138,10 @@ UPDATE {{.Table}} t SET lease_expires_at = NULL, lease_owner = NULL, lock_slot =
 FROM expired WHERE t.id = expired.id
 RETURNING t.id, {{failed "t"}}`,
 
-	"busySlots": `SELECT t.id, coalesce((SELECT array_agg(e.lock_slot) FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND {{running "e"}}), '{}')
-FROM {{.Table}} t WHERE t.id = ANY ($1)`,
+	"busySlots": `WITH h AS MATERIALIZED (SELECT t.id, {{.KeyCols "t"}} FROM {{.Table}} t WHERE t.id = ANY ($1)),
+s AS (SELECT k.*, (SELECT array_agg(e.lock_slot) FROM {{.Table}} e WHERE {{.SameKey "e" "k"}} AND {{running "e"}}) AS slots
+	FROM (SELECT DISTINCT {{.KeyCols ""}} FROM h) k)
+SELECT h.id, coalesce(s.slots, '{}') FROM h LEFT JOIN s ON {{.SameKey "h" "s"}}`,
 })
 
 // usageKind is the data of the usage templates.
