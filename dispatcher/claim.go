@@ -37,6 +37,7 @@ type claimed struct {
 // claim takes up to n due jobs of the kind, within its limits, and reports when the kind's next
 // scheduled job falls due if it read that on the way (see claimPlainReadingDue).
 func (p *producer) claim(ctx context.Context, n int) (claims []*claimed, due dueReading, err error) {
+	p.contended = false
 	lim, err := p.currentLimits(ctx)
 	if err != nil || lim.halted() {
 		return nil, due, err
@@ -202,6 +203,7 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 		}
 	}
 	locks = got
+	p.contended = len(locked) < len(heads)
 	if len(locked) == 0 {
 		return nil, nil
 	}
@@ -209,6 +211,7 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 	if err != nil {
 		return nil, err
 	}
+	p.contended = len(claims) < len(heads)
 	byID := make(map[int64]*execlock.Lock, len(locked))
 	for i, h := range locked {
 		byID[h.id] = locks[i]

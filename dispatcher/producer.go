@@ -22,6 +22,9 @@ type producer struct {
 	// claimWasFull: the last claim got all it asked for, so the kind has a backlog (see run, linger
 	// and plainClaimFrom).
 	claimWasFull bool
+	// contended: the last claim pass of a keyed kind claimed fewer jobs than it chose heads, as
+	// another dispatcher held their queue locks or claimed them first (see run).
+	contended bool
 	// Where the claims of a plain kind in created order start (see plainClaimFrom).
 	claimFrom   int64
 	fullClaimAt time.Time
@@ -101,6 +104,13 @@ func (p *producer) run(ctx context.Context) {
 				// notification may come for it.
 				retryWait = claimRetryFirst
 				continue
+			case p.contended:
+				// Another dispatcher's pass took some of the heads this one chose, and may leave
+				// others unclaimed: it claims no more than it has workers for. Look again soon rather
+				// than at the next poll, less often while the heads stay taken.
+				retry.Reset(retryWait)
+				retryWait = min(2*retryWait, p.sh.cfg.PollInterval)
+				p.armDueTimer(ctx, due, reading)
 			default:
 				retryWait = claimRetryFirst
 				p.armDueTimer(ctx, due, reading)
