@@ -40,8 +40,8 @@ type Dispatcher struct {
 	// $7 slots, $8 the default key limit, $9 the kind, $10 lease seconds, $11 owner.
 	Finish string
 	// FinishEnds is a keyed kind's Finish for a batch that continues no key run: Finish's first six
-	// parameters, and the rows of a plain kind's. The run-continuing statement is planned afresh for
-	// each batch, and its planning is most of what it costs a small batch.
+	// parameters, and the rows of a plain kind's. The run-continuing statement, planned afresh for
+	// each batch, costs a small batch several times what this one does.
 	FinishEnds string
 	// Extend renews the lease of $1 (token $2) by $3 seconds; returns a row when the fence held.
 	Extend string
