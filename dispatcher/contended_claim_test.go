@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
-	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -21,15 +20,7 @@ func TestContendedClaimPassLooksAgainBeforeThePoll(t *testing.T) {
 	ctx := context.Background()
 	kind := jobinfo.MustDefine[postSync]("contended_claim")
 	createKind(t, b.db, kind)
-	other, err := execlock.New(&execlock.Config{Nodes: b.redis.Clients, Prefix: b.cfg.RedisPrefix, NodeName: "other"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(other.Close)
-	held, err := other.TryQueue(ctx, kind.Info().Name, "1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := b.holdQueueLock(t, kind.Info().Name, "1", 0)
 	started := make(chan int64, 2)
 	release := make(chan struct{})
 	c := b.cfg

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
-	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/limits"
 )
@@ -230,15 +229,7 @@ func TestKeyLocksGoToItsFirstHeads(t *testing.T) {
 	kind := jobinfo.MustDefine[postSync]("post_sync", jobinfo.KeyLimit(limit))
 	createKind(t, b.db, kind)
 	enqueueSeqMajor(t, b, kind, 2, limit) // keys 0 and 1, jobs seq 0 and 1 of each
-	other, err := execlock.New(&execlock.Config{Nodes: b.redis.Clients, Prefix: b.cfg.RedisPrefix, NodeName: "other"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(other.Close)
-	held, err := other.TryQueue(ctx, kind.Info().Name, "1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := b.holdQueueLock(t, kind.Info().Name, "1", 0)
 	w := newSlotWatch(t, true)
 	b.start(t, b.cfg, func(d *dispatcher.Dispatcher) error {
 		return dispatcher.Register(d, kind, w.handler)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
+	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/migrations"
@@ -46,6 +47,22 @@ func createKind[T any](t *testing.T, db *pgxpool.Pool, kind *jobinfo.Kind[T]) {
 	if _, err := db.Exec(context.Background(), ddl); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holdQueueLock takes the queue lock of kind's key and slot as another dispatcher would, with a
+// Locker of its own on the run's Redis nodes, closed when the test ends.
+func (b *runBundle) holdQueueLock(t *testing.T, kind, key string, slot int) *execlock.Lock {
+	t.Helper()
+	other, err := execlock.New(&execlock.Config{Nodes: b.redis.Clients, Prefix: b.cfg.RedisPrefix, NodeName: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	held, err := other.TryQueue(context.Background(), kind, key, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
 }
 
 // start creates, registers (through reg) and starts a dispatcher, and stops it when the test ends.

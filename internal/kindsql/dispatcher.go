@@ -139,8 +139,7 @@ FROM expired WHERE t.id = expired.id
 RETURNING t.id, {{failed "t"}}`,
 
 	"busySlots": `WITH h AS MATERIALIZED (SELECT t.id, {{.KeyCols "t"}} FROM {{.Table}} t WHERE t.id = ANY ($1)),
-s AS (SELECT k.*, (SELECT array_agg(e.lock_slot) FROM {{.Table}} e WHERE {{.SameKey "e" "k"}} AND {{running "e"}}) AS slots
-	FROM (SELECT DISTINCT {{.KeyCols ""}} FROM h) k)
+s AS (SELECT k.*, r.slots FROM (SELECT DISTINCT {{.KeyCols ""}} FROM h) k CROSS JOIN LATERAL ({{.KeySlots "k"}}) r)
 SELECT h.id, coalesce(s.slots, '{}') FROM h LEFT JOIN s ON {{.SameKey "h" "s"}}`,
 })
 

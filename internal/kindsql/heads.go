@@ -40,7 +40,7 @@ const headsKeysSQL = `CASE WHEN (SELECT EXISTS (SELECT 1 FROM jobpipe_key_limits
 			FROM jobpipe_key_limits l WHERE l.kind = $4 AND l.key_value = {{.KeyText "k"}}), $2)
 		ELSE $2 END AS lim, r.slots
 	FROM {{.Keys}} k CROSS JOIN LATERAL (
-		SELECT coalesce(array_agg(e.lock_slot), '{}') AS slots FROM {{.Table}} e WHERE {{.SameKey "e" "k"}} AND {{running "e"}}) r`
+		{{.KeySlots "k"}}) r`
 
 // headsFinalSQL returns the chosen rows (CTE picks) in the kind's order, with their key's state, and
 // ends each row with the walk's length (0 for the scan). It locks (CTE locked) only the rows of keys

@@ -103,6 +103,13 @@ func (k *kind) UniqueCols() string { return list("", k.unique) }
 // KeyText is the key of the row aliased a as text, as limits and locks name keys.
 func (k *kind) KeyText(a string) string { return k.info.KeyText(a) }
 
+// KeySlots selects, as slots, the slots held by the running jobs of the key of the row aliased a
+// (an empty array when it runs none): what the heads pass and BusySlots read for each key.
+func (k *kind) KeySlots(a string) string {
+	return fmt.Sprintf("SELECT coalesce(array_agg(e.lock_slot), '{}') AS slots FROM %s e WHERE %s AND %s",
+		k.Table, k.SameKey("e", a), states.Running("e"))
+}
+
 // SameKey is the condition that rows a and b have the same key.
 func (k *kind) SameKey(a, b string) string {
 	same := make([]string, len(k.key))

@@ -31,6 +31,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // Mode is how Stop and Restart shut the server down (pg_ctl stop -m).
@@ -325,41 +327,36 @@ func (c *Cluster) killLocked() {
 
 // children returns the processes whose parent is pid (none where /proc cannot be read).
 func children(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
+	procs, _ := procfs.AllProcs()
 	var out []int
-	for _, e := range entries {
-		if p, err := strconv.Atoi(e.Name()); err == nil {
-			if _, ppid, ok := procStat(p); ok && ppid == pid {
-				out = append(out, p)
-			}
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.PPID == pid {
+			out = append(out, p.PID)
 		}
 	}
 	return out
 }
 
-// procStat reads a process's state letter and parent from /proc/<pid>/stat; ok is false once the
-// process is gone.
-func procStat(pid int) (state byte, ppid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// procState returns a process's state letter from /proc and whether it is alive: not gone, and no
+// zombie, which waits to be reaped by its new parent and holds no memory.
+func procState(pid int) (state string, alive bool) {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return 0, 0, false
+		return "", false
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // the command may hold spaces and ')'
-	if len(f) < 2 {
-		return 0, 0, false
+	st, err := p.Stat()
+	if err != nil {
+		return "", false
 	}
-	ppid, _ = strconv.Atoi(f[1])
-	return f[0][0], ppid, true
+	return st.State, st.State != "Z"
 }
 
-// waitGone waits, up to limit, until every process of pids has exited; a zombie, waiting to be
-// reaped by its new parent, holds no memory and counts as exited.
+// waitGone waits, up to limit, until no process of pids is alive (see procState).
 func waitGone(pids []int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	for _, pid := range pids {
 		for time.Now().Before(deadline) {
-			if state, _, ok := procStat(pid); !ok || state == 'Z' {
+			if _, alive := procState(pid); !alive {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
