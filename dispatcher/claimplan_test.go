@@ -132,3 +132,46 @@ func genericPlan(ctx context.Context, t *testing.T, db *pgxpool.Pool, sql, args 
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestKeyedClaimProbesEachRowsSlot checks the plan of a keyed kind's claim, as its passes run it
+// (planned for its arguments): whether a claimed row's slot is held by a running job of its key is
+// one probe of the running-slots index per row. Written as EXISTS, it was planned as a hashed
+// subplan that read every running job's index entry, and those of jobs that ran before, once per
+// claim: the larger the kind's concurrency, the more each claim read.
+func TestKeyedClaimProbesEachRowsSlot(t *testing.T) {
+	kind := jobinfo.MustDefine[keyedPlanJob]("keyed_claim_plan_job")
+	// 2,000 running jobs over 2,000 keys, and 250 waiting jobs of 250 other keys.
+	db := planTable(t, kind, `INSERT INTO keyed_claim_plan_job (k, n, lease_expires_at, lock_slot, started_at, attempts_made)
+		SELECT g, g, now() + interval '1 hour', 0, now(), 1 FROM generate_series(1, %d) g`, planMoment{jobs: 2000, analyze: false})
+	ctx := t.Context()
+	if _, err := db.Exec(ctx, `INSERT INTO keyed_claim_plan_job (k, n) SELECT 10000 + g, g FROM generate_series(1, 250) g;
+		ANALYZE keyed_claim_plan_job`); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	if err := db.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FROM keyed_claim_plan_job WHERE lease_expires_at IS NULL`).Scan(&ids); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, "EXPLAIN "+buildSQL(kind.Info()).claimIDs, ids, make([]int32, len(ids)), 300.0, "node", ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "Index Cond: ((k = t_1.k) AND (lock_slot = u_1.slot))") {
+		t.Errorf("the claim does not probe the running-slots index by key and slot:\n%s", plan)
+	}
+}

@@ -11,6 +11,10 @@ package kindsql
 //     the key's first waiting job then ($5, per row): the probe starts there, not at the dead index
 //     entries of the key's finished jobs.
 //
+// The first check is a scalar subquery, one probe of the running-slots index per row: as EXISTS it
+// was planned as a hashed subplan that read the entries of every running job, and of jobs that ran
+// before them, once per claim.
+//
 // Only a claim committing while the statement runs can still make it fail (23505).
 //
 // Each row ends with last_of_key: no job of its key waited after it in the kind's order when the
@@ -19,7 +23,7 @@ package kindsql
 // key's finished jobs before it.
 const claimIDsSQL = `WITH u AS (
 	SELECT u.id, u.slot, u.n, {{.KeyCols "t"}},
-		EXISTS (SELECT 1 FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND e.lock_slot = u.slot AND {{running "e"}})
+		(SELECT e.id FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND e.lock_slot = u.slot AND {{running "e"}} LIMIT 1) IS NOT NULL
 		OR coalesce((SELECT ({{.Order "e"}}) < ({{.Order "t"}}) FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND {{waiting "e"}}
 			AND ({{.Order "e"}}) >= (SELECT {{.Order "f"}} FROM {{.Table}} f WHERE f.id = u.first) AND e.id <> ALL ($1)
 			ORDER BY {{.Order "e"}} LIMIT 1), false) AS held
