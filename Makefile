@@ -9,7 +9,7 @@
 #   PEER_SCENARIOS, PEER_JOBS, PEER_DURATION, PEER_RATE, PEER_RATE_DURATION, ROUNDS  bench-peers:
 #              the scenarios, drain's jobs, steady's window, rate's jobs/s and how long, rounds
 #              (defaults "drain steady rate", 1000000, 60s, 600, 5m, 3)
-#   PEER_JOBPIPE_FLAGS  bench-peers: more flags for jobpipe's drain and steady (default none)
+#   PEER_JOBPIPE_FLAGS  bench-peers: flags for jobpipe's drain and steady (default "--workers 2000", River's count)
 #
 # How the tests find PostgreSQL and Redis (TEST_DATABASE_URL/TEST_REDIS_URL, local servers, or
 # testcontainers) is described in internal/testenv/doc.go.
@@ -90,7 +90,8 @@ PEER_DURATION      ?= 60s
 PEER_RATE          ?= 600
 PEER_RATE_DURATION ?= 5m
 ROUNDS             ?= 3
+PEER_JOBPIPE_FLAGS ?= --workers 2000
 
-bench-peers: local-services ## Compare jobpipe with River: jobs/s ratios (drain, steady), CPU-per-job ratios and p99s (rate), medians (PEER_SCENARIOS, PEER_JOBS, PEER_DURATION, PEER_RATE, PEER_RATE_DURATION, ROUNDS)
+bench-peers: local-services ## Compare jobpipe with River: jobs/s ratios (drain, steady), CPU-per-job ratios and p99s (rate), medians (PEER_SCENARIOS, PEER_JOBS, PEER_DURATION, PEER_RATE, PEER_RATE_DURATION, ROUNDS, PEER_JOBPIPE_FLAGS)
 	PEER_SCENARIOS="$(PEER_SCENARIOS)" PEER_JOBS=$(PEER_JOBS) PEER_DURATION=$(PEER_DURATION) PEER_RATE=$(PEER_RATE) \
 		PEER_RATE_DURATION=$(PEER_RATE_DURATION) ROUNDS=$(ROUNDS) PEER_JOBPIPE_FLAGS="$(PEER_JOBPIPE_FLAGS)" bench/peers/compare.sh

@@ -12,8 +12,8 @@
 #   PEER_RATE           rate's jobs per second           (default 600)
 #   PEER_RATE_DURATION  how long rate offers them        (default 5m)
 #   ROUNDS              rounds per scenario              (default 3)
-#   PEER_JOBPIPE_FLAGS  more flags for jobpipe's drain and steady, such as "--workers 2000
-#                       --claim-batch 1000" to give it River's 2,000 workers (default none)
+#   PEER_JOBPIPE_FLAGS  flags for jobpipe's drain and steady (default "--workers 2000": River's
+#                       2,000 workers, so both run as many jobs at once; "" for jobpipe's own 100)
 #   DATABASE_URL        PostgreSQL for both              (default postgres://127.0.0.1:5432/postgres?sslmode=disable)
 #
 # Each run prints its own RESULT line; a run that fails (or loses or doubles a job) stops the script.
@@ -26,7 +26,8 @@ PEER_DURATION=${PEER_DURATION:-60s}
 PEER_RATE=${PEER_RATE:-600}
 PEER_RATE_DURATION=${PEER_RATE_DURATION:-5m}
 ROUNDS=${ROUNDS:-3}
-read -r -a jobpipe_flags <<<"${PEER_JOBPIPE_FLAGS:-}"
+PEER_JOBPIPE_FLAGS=${PEER_JOBPIPE_FLAGS---workers 2000}
+read -r -a jobpipe_flags <<<"$PEER_JOBPIPE_FLAGS"
 DATABASE_URL=${DATABASE_URL:-postgres://127.0.0.1:5432/postgres?sslmode=disable}
 export DATABASE_URL
 
