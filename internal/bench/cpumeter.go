@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/procfs"
 )
 
 // meterPollEvery is how often the meter samples the run's backends during its window, so that a
@@ -25,16 +25,20 @@ const exitWait = 10 * time.Second
 // pg_stat_activity.
 const statsFlushWait = 250 * time.Millisecond
 
+// startTolerance is how far a backend's start in /proc may be from PostgreSQL's backend_start: the
+// kernel counts it from the machine's boot time, which /proc/stat gives in whole seconds.
+const startTolerance = 3 * time.Second
+
 // backendID names a backend: a pid may be reused by a later backend, a pid and its start may not.
 type backendID struct {
 	pid   int32
 	start time.Time
 }
 
-// backendCPU is one backend's CPU time in ticks: at the window's start (0 for a backend that
-// connected during it) and at its last sample; gone once it has disconnected.
+// backendCPU is one backend's CPU time: at the window's start (0 for a backend that connected
+// during it) and at its last sample; gone once it has disconnected.
 type backendCPU struct {
-	base, last int64
+	base, last time.Duration
 	gone       bool
 }
 
@@ -52,7 +56,7 @@ type backendCPU struct {
 type cpuMeter struct {
 	conn *pgx.Conn // the meter's own connection, under the name app + " (cpu meter)"
 	app  string
-	hz   int64
+	proc procfs.FS // Linux's /proc
 
 	mu                 sync.Mutex // conn and the counts below: the poller uses them too
 	backends           map[backendID]*backendCPU
@@ -61,7 +65,7 @@ type cpuMeter struct {
 	pollErr            error
 
 	startedAt       time.Time
-	self0           int64
+	self0           time.Duration
 	machine0        machineTimes
 	xacts0          int64
 	stopPoll        chan struct{}
@@ -89,10 +93,14 @@ type cpuWindow struct {
 // newCPUMeter connects the meter and checks that it can read the server's backends in /proc: the
 // server must run on this machine, in its pid namespace, and its processes be readable.
 func newCPUMeter(ctx context.Context, cc *pgx.ConnConfig, app string) (*cpuMeter, error) {
-	if _, err := readProcTimes("self"); err != nil {
+	proc, err := procfs.NewDefaultFS()
+	if err != nil {
 		return nil, procError("this process", err)
 	}
-	if _, err := readMachineTimes(); err != nil {
+	if _, err := readProcTimes(proc, 0); err != nil {
+		return nil, procError("this process", err)
+	}
+	if _, err := readMachineTimes(proc); err != nil {
 		return nil, procError("the machine", err)
 	}
 	cc = cc.Copy()
@@ -101,7 +109,7 @@ func newCPUMeter(ctx context.Context, cc *pgx.ConnConfig, app string) (*cpuMeter
 	if err != nil {
 		return nil, err
 	}
-	m := &cpuMeter{conn: conn, app: app, hz: clockTicks(), backends: map[backendID]*backendCPU{}}
+	m := &cpuMeter{conn: conn, app: app, proc: proc, backends: map[backendID]*backendCPU{}}
 	if err := m.checkLocal(ctx); err != nil {
 		m.close(ctx)
 		return nil, err
@@ -119,19 +127,17 @@ func (m *cpuMeter) checkLocal(ctx context.Context) error {
 		Scan(&pid, &started); err != nil {
 		return fmt.Errorf("reading the meter's own backend in pg_stat_activity: %w", err)
 	}
-	mt, err := readMachineTimes()
-	if err != nil {
-		return procError("the machine", err)
-	}
-	pt, err := readProcTimes(strconv.Itoa(int(pid)))
+	pt, err := readProcTimes(m.proc, int(pid))
 	var at time.Time
 	if err == nil {
-		at = time.Unix(mt.boot, 0).Add(ticksToDuration(pt.start, m.hz))
+		if at, err = pt.started(); err != nil {
+			return procError("the machine", err)
+		}
 	}
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && absDuration(at.Sub(started)) > 3*time.Second) {
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && absDuration(at.Sub(started)) > startTolerance) {
 		what := "no process here"
 		if err == nil {
-			what = fmt.Sprintf("process %q here, started %s", pt.comm, at.Format(time.RFC3339))
+			what = fmt.Sprintf("process %q here, started %s", pt.stat.Comm, at.Format(time.RFC3339))
 		}
 		return fmt.Errorf("PostgreSQL's backend pid %d (started %s) is %s: the server is not a process of this machine "+
 			"(a container or another host), and the rate scenario reads its backends' CPU time in /proc: run it on the "+
@@ -166,11 +172,11 @@ func (m *cpuMeter) begin(ctx context.Context) error {
 	if len(m.backends) == 0 {
 		return fmt.Errorf("no backend of the run (application_name %q) is connected to the database", m.app)
 	}
-	self, err := readProcTimes("self")
+	self, err := readProcTimes(m.proc, 0)
 	if err != nil {
 		return procError("this process", err)
 	}
-	mt, err := readMachineTimes()
+	mt, err := readMachineTimes(m.proc)
 	if err != nil {
 		return procError("the machine", err)
 	}
@@ -214,23 +220,21 @@ func (m *cpuMeter) end(ctx context.Context) (cpuWindow, error) {
 	if err := m.sample(ctx, false); err != nil {
 		return w, err
 	}
-	self, err := readProcTimes("self")
+	self, err := readProcTimes(m.proc, 0)
 	if err != nil {
 		return w, procError("this process", err)
 	}
-	mt, err := readMachineTimes()
+	mt, err := readMachineTimes(m.proc)
 	if err != nil {
 		return w, procError("the machine", err)
 	}
 	w.Elapsed = time.Since(m.startedAt)
-	var pg int64
 	for _, b := range m.backends {
-		pg += b.last - b.base
+		w.PG += b.last - b.base
 	}
-	w.Self = ticksToDuration(self.cpu-m.self0, m.hz)
-	w.PG = ticksToDuration(pg, m.hz)
-	w.Machine = ticksToDuration(mt.busy-m.machine0.busy, m.hz)
-	w.MachineAll = ticksToDuration(mt.all-m.machine0.all, m.hz)
+	w.Self = self.cpu - m.self0
+	w.Machine = mt.busy - m.machine0.busy
+	w.MachineAll = mt.all - m.machine0.all
 	w.Backends, w.Came, w.Went, w.Others = len(m.backends), m.came, m.went, m.others
 	return w, nil
 }
@@ -301,7 +305,7 @@ func (m *cpuMeter) sample(ctx context.Context, first bool) error {
 			others++
 			continue
 		}
-		t, err := readProcTimes(strconv.Itoa(int(b.id.pid)))
+		t, err := readProcTimes(m.proc, int(b.id.pid))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // it exited since the list was read
 		}

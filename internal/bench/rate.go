@@ -165,7 +165,7 @@ func (s *session) recordRate(m rateRun) {
 	r.Details["cpu"] = map[string]any{"window_s": c.Elapsed.Seconds(), "process_s": c.Self.Seconds(), "pg_backends_s": c.PG.Seconds(),
 		"machine_busy_s": c.Machine.Seconds(), "machine_all_s": c.MachineAll.Seconds(), "pg_backends": c.Backends,
 		"pg_backends_came": c.Came, "pg_backends_went": c.Went, "other_clients_of_database": c.Others,
-		"xacts": c.Xacts, "enqueue_xacts": enqueueXacts, "clock_ticks_per_s": clockTicks()}
+		"xacts": c.Xacts, "enqueue_xacts": enqueueXacts}
 	others := "none"
 	if c.Others > 0 {
 		others = fmt.Sprintf("up to %d: their transactions, if any, are counted too", c.Others)
