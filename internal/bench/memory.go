@@ -1,17 +1,16 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
 )
@@ -109,32 +108,15 @@ func takeSample(at time.Duration, inFlight, processed int64) memSample {
 // procStatus returns the process's resident set (VmRSS) and its peak (VmHWM) in bytes, -1 each where
 // /proc/self/status is not readable (not Linux).
 func procStatus() (rss, hwm int64) {
-	data, err := os.ReadFile("/proc/self/status")
+	self, err := procfs.Self()
 	if err != nil {
 		return -1, -1
 	}
-	return statusField(data, "VmRSS"), statusField(data, "VmHWM")
-}
-
-// statusField returns a "Name:   1234 kB" field of /proc/<pid>/status in bytes, -1 when it is absent.
-func statusField(status []byte, name string) int64 {
-	prefix := []byte(name + ":")
-	for line := range bytes.Lines(status) {
-		rest, ok := bytes.CutPrefix(line, prefix)
-		if !ok {
-			continue
-		}
-		f := bytes.Fields(rest)
-		if len(f) != 2 || string(f[1]) != "kB" {
-			return -1
-		}
-		kb, err := strconv.ParseInt(string(f[0]), 10, 64)
-		if err != nil {
-			return -1
-		}
-		return kb << 10
+	st, err := self.NewStatus()
+	if err != nil {
+		return -1, -1
 	}
-	return -1
+	return int64(st.VmRSS), int64(st.VmHWM)
 }
 
 // memPeaks is the highest of what the samples saw.
