@@ -1,150 +1,87 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"strconv"
+	"math"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/procfs"
 )
 
-// rate measures what a job costs in CPU time, read from Linux's /proc, as jobpipe's rate scenario
-// does (internal/bench/cpu.go and cpumeter.go, the same method, so that the figures compare): this
-// process (/proc/self/stat), PostgreSQL's backends (/proc/<pid>/stat) and the whole machine
-// (/proc/stat). The kernel counts all three in clock ticks (USER_HZ, 1/100 s on Linux), so a figure
-// is good to a tick per process: the scenario's windows are minutes long.
+// rate measures what a job costs in CPU time, read from Linux's /proc with procfs, as jobpipe's rate
+// scenario does (internal/bench/cpu.go and cpumeter.go, the same method, so that the figures
+// compare): this process and PostgreSQL's backends (/proc/<pid>/stat) and the whole machine
+// (/proc/stat). The kernel counts all three in clock ticks, which procfs turns into seconds at
+// Linux's USER_HZ, so a figure is good to a tick per process: the scenario's windows are minutes long.
 
 // procTimes is what /proc/<pid>/stat says of a process.
 type procTimes struct {
-	comm  string // the executable's name, as the kernel keeps it (not the title a process sets)
-	cpu   int64  // utime + stime in ticks: every thread's, living or exited
-	start int64  // starttime: when the process started, in ticks after the machine's boot
+	cpu  time.Duration   // utime + stime: every thread's, living or exited
+	stat procfs.ProcStat // the rest; Comm is the executable's name, not the title a process sets
 }
 
-// parseProcStat parses /proc/<pid>/stat. The name (field 2) is in parentheses and may itself hold
-// spaces and parentheses, so the fields are counted from its last ')'.
-func parseProcStat(data []byte) (procTimes, error) {
-	open, end := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
-	if open < 0 || end < open {
-		return procTimes{}, fmt.Errorf("no (name) in %q", data)
+// readProcTimes reads a process's /proc/<pid>/stat; pid 0 is this process, read as /proc/self,
+// which names it in the pid namespace of /proc whatever its own is.
+func readProcTimes(proc procfs.FS, pid int) (procTimes, error) {
+	var p procfs.Proc
+	var err error
+	if pid == 0 {
+		p, err = proc.Self()
+	} else {
+		p, err = proc.Proc(pid)
 	}
-	// After the name: state (field 3) is f[0], utime (14) f[11], stime (15) f[12], starttime (22) f[19].
-	f := bytes.Fields(data[end+1:])
-	if len(f) < 20 {
-		return procTimes{}, fmt.Errorf("%d fields after the name, want at least 20", len(f))
-	}
-	var n [3]int64
-	for i, field := range [3]int{11, 12, 19} {
-		v, err := strconv.ParseInt(string(f[field]), 10, 64)
-		if err != nil {
-			return procTimes{}, fmt.Errorf("field %d: %w", field+3, err)
-		}
-		n[i] = v
-	}
-	return procTimes{comm: string(data[open+1 : end]), cpu: n[0] + n[1], start: n[2]}, nil
-}
-
-// readProcTimes reads /proc/<pid>/stat; pid is a number or "self".
-func readProcTimes(pid string) (procTimes, error) {
-	data, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return procTimes{}, err
 	}
-	t, err := parseProcStat(data)
+	s, err := p.Stat()
 	if err != nil {
-		return procTimes{}, fmt.Errorf("/proc/%s/stat: %w", pid, err)
+		return procTimes{}, err
 	}
-	return t, nil
+	return procTimes{cpu: seconds(s.CPUTime()), stat: s}, nil
 }
 
-// machineTimes is the machine's CPU time from /proc/stat's "cpu" line, in ticks, summed over its
-// cores: busy is user, nice, system, irq, softirq and steal (guest time is inside user), all is busy
-// plus idle and iowait.
+// started returns when the process started. It reads /proc/stat again for the machine's boot time,
+// which the process's start counts from, so the meter asks it only once.
+func (t procTimes) started() (time.Time, error) {
+	s, err := t.stat.StartTime()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, 0).Add(seconds(s)), nil
+}
+
+// machineTimes is the machine's CPU time from /proc/stat's "cpu" line, summed over its cores: busy
+// is user, nice, system, irq, softirq and steal (guest time is inside user), all is busy plus idle
+// and iowait.
 type machineTimes struct {
-	busy, all int64
-	boot      int64 // btime: the machine's boot, in Unix seconds
+	busy, all time.Duration
 }
 
-// parseMachineStat parses /proc/stat's "cpu" and "btime" lines.
-func parseMachineStat(data []byte) (machineTimes, error) {
-	var m machineTimes
-	var cpu, btime bool
-	for line := range bytes.Lines(data) {
-		f := bytes.Fields(line)
-		switch {
-		case len(f) >= 9 && string(f[0]) == "cpu":
-			var v [8]int64 // user nice system idle iowait irq softirq steal
-			for i := range v {
-				n, err := strconv.ParseInt(string(f[i+1]), 10, 64)
-				if err != nil {
-					return m, fmt.Errorf("/proc/stat: cpu line: %w", err)
-				}
-				v[i] = n
-			}
-			m.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
-			m.all = m.busy + v[3] + v[4]
-			cpu = true
-		case len(f) == 2 && string(f[0]) == "btime":
-			n, err := strconv.ParseInt(string(f[1]), 10, 64)
-			if err != nil {
-				return m, fmt.Errorf("/proc/stat: btime line: %w", err)
-			}
-			m.boot, btime = n, true
-		}
+// readMachineTimes reads /proc/stat.
+func readMachineTimes(proc procfs.FS) (machineTimes, error) {
+	s, err := proc.Stat()
+	if err != nil {
+		return machineTimes{}, err
 	}
-	if !cpu || !btime {
-		return m, errors.New("/proc/stat: no cpu or btime line")
+	c := s.CPUTotal
+	busy := c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	m := machineTimes{busy: seconds(busy), all: seconds(busy + c.Idle + c.Iowait)}
+	if m.all <= 0 { // procfs reads a /proc/stat without a cpu line as all zeros
+		return m, errors.New("/proc/stat: no cpu line")
 	}
 	return m, nil
 }
 
-func readMachineTimes() (machineTimes, error) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return machineTimes{}, err
-	}
-	return parseMachineStat(data)
-}
-
-// atClkTck is the auxiliary vector's entry for the clock ticks per second.
-const atClkTck = 17
-
-// clockTicks is the kernel's clock ticks per second (USER_HZ), as sysconf(_SC_CLK_TCK) reads it
-// from the auxiliary vector; 100, Linux's value everywhere Go runs, when /proc/self/auxv says nothing.
-func clockTicks() int64 {
-	if data, err := os.ReadFile("/proc/self/auxv"); err == nil {
-		if hz := auxvValue(data, atClkTck); hz > 0 {
-			return hz
-		}
-	}
-	return 100
-}
-
-// auxvValue returns the value of key in an auxiliary vector of native words, 0 when it is absent.
-func auxvValue(data []byte, key uint64) int64 {
-	word := strconv.IntSize / 8
-	get := func(b []byte) uint64 {
-		if word == 4 {
-			return uint64(binary.NativeEndian.Uint32(b))
-		}
-		return binary.NativeEndian.Uint64(b)
-	}
-	for i := 0; i+2*word <= len(data); i += 2 * word {
-		if k := get(data[i:]); k == key {
-			return int64(get(data[i+word:]))
-		} else if k == 0 { // AT_NULL ends the vector
-			break
-		}
-	}
-	return 0
+// seconds converts procfs's seconds to a duration, rounded to the nanosecond since procfs divides
+// the kernel's ticks in floating point.
+func seconds(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
 }
 
 // procError says why a process's /proc entry could not be read, and what to do about it.
@@ -159,11 +96,6 @@ func procError(what string, err error) error {
 	return fmt.Errorf("reading the CPU time of %s: %w", what, err)
 }
 
-// ticksToDuration converts clock ticks to a duration.
-func ticksToDuration(ticks, hz int64) time.Duration {
-	return time.Duration(ticks) * time.Second / time.Duration(hz)
-}
-
 // meterPollEvery is how often the meter samples the run's backends during its window, so that a
 // backend that disconnects mid-window loses at most this much of its CPU time.
 const meterPollEvery = time.Second
@@ -176,16 +108,20 @@ const exitWait = 10 * time.Second
 // pg_stat_activity.
 const statsFlushWait = 250 * time.Millisecond
 
+// startTolerance is how far a backend's start in /proc may be from PostgreSQL's backend_start: the
+// kernel counts it from the machine's boot time, which /proc/stat gives in whole seconds.
+const startTolerance = 3 * time.Second
+
 // backendID names a backend: a pid may be reused by a later backend, a pid and its start may not.
 type backendID struct {
 	pid   int32
 	start time.Time
 }
 
-// backendCPU is one backend's CPU time in ticks: at the window's start (0 for a backend that
-// connected during it) and at its last sample; gone once it has disconnected.
+// backendCPU is one backend's CPU time: at the window's start (0 for a backend that connected
+// during it) and at its last sample; gone once it has disconnected.
 type backendCPU struct {
-	base, last int64
+	base, last time.Duration
 	gone       bool
 }
 
@@ -203,7 +139,7 @@ type backendCPU struct {
 type cpuMeter struct {
 	conn *pgx.Conn // the meter's own connection, under the name app + " (cpu meter)"
 	app  string
-	hz   int64
+	proc procfs.FS // Linux's /proc
 
 	mu                 sync.Mutex // conn and the counts below: the poller uses them too
 	backends           map[backendID]*backendCPU
@@ -212,7 +148,7 @@ type cpuMeter struct {
 	pollErr            error
 
 	startedAt       time.Time
-	self0           int64
+	self0           time.Duration
 	machine0        machineTimes
 	xacts0          int64
 	stopPoll        chan struct{}
@@ -240,10 +176,14 @@ type cpuWindow struct {
 // newCPUMeter connects the meter and checks that it can read the server's backends in /proc: the
 // server must run on this machine, in its pid namespace, and its processes be readable.
 func newCPUMeter(ctx context.Context, cc *pgx.ConnConfig, app string) (*cpuMeter, error) {
-	if _, err := readProcTimes("self"); err != nil {
+	proc, err := procfs.NewDefaultFS()
+	if err != nil {
 		return nil, procError("this process", err)
 	}
-	if _, err := readMachineTimes(); err != nil {
+	if _, err := readProcTimes(proc, 0); err != nil {
+		return nil, procError("this process", err)
+	}
+	if _, err := readMachineTimes(proc); err != nil {
 		return nil, procError("the machine", err)
 	}
 	cc = cc.Copy()
@@ -252,7 +192,7 @@ func newCPUMeter(ctx context.Context, cc *pgx.ConnConfig, app string) (*cpuMeter
 	if err != nil {
 		return nil, err
 	}
-	m := &cpuMeter{conn: conn, app: app, hz: clockTicks(), backends: map[backendID]*backendCPU{}}
+	m := &cpuMeter{conn: conn, app: app, proc: proc, backends: map[backendID]*backendCPU{}}
 	if err := m.checkLocal(ctx); err != nil {
 		m.close(ctx)
 		return nil, err
@@ -270,19 +210,17 @@ func (m *cpuMeter) checkLocal(ctx context.Context) error {
 		Scan(&pid, &started); err != nil {
 		return fmt.Errorf("reading the meter's own backend in pg_stat_activity: %w", err)
 	}
-	mt, err := readMachineTimes()
-	if err != nil {
-		return procError("the machine", err)
-	}
-	pt, err := readProcTimes(strconv.Itoa(int(pid)))
+	pt, err := readProcTimes(m.proc, int(pid))
 	var at time.Time
 	if err == nil {
-		at = time.Unix(mt.boot, 0).Add(ticksToDuration(pt.start, m.hz))
+		if at, err = pt.started(); err != nil {
+			return procError("the machine", err)
+		}
 	}
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && absDuration(at.Sub(started)) > 3*time.Second) {
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && absDuration(at.Sub(started)) > startTolerance) {
 		what := "no process here"
 		if err == nil {
-			what = fmt.Sprintf("process %q here, started %s", pt.comm, at.Format(time.RFC3339))
+			what = fmt.Sprintf("process %q here, started %s", pt.stat.Comm, at.Format(time.RFC3339))
 		}
 		return fmt.Errorf("PostgreSQL's backend pid %d (started %s) is %s: the server is not a process of this machine "+
 			"(a container or another host), and rate reads its backends' CPU time in /proc: run it on the "+
@@ -317,11 +255,11 @@ func (m *cpuMeter) begin(ctx context.Context) error {
 	if len(m.backends) == 0 {
 		return fmt.Errorf("no backend of the run (application_name %q) is connected to the database", m.app)
 	}
-	self, err := readProcTimes("self")
+	self, err := readProcTimes(m.proc, 0)
 	if err != nil {
 		return procError("this process", err)
 	}
-	mt, err := readMachineTimes()
+	mt, err := readMachineTimes(m.proc)
 	if err != nil {
 		return procError("the machine", err)
 	}
@@ -365,23 +303,21 @@ func (m *cpuMeter) end(ctx context.Context) (cpuWindow, error) {
 	if err := m.sample(ctx, false); err != nil {
 		return w, err
 	}
-	self, err := readProcTimes("self")
+	self, err := readProcTimes(m.proc, 0)
 	if err != nil {
 		return w, procError("this process", err)
 	}
-	mt, err := readMachineTimes()
+	mt, err := readMachineTimes(m.proc)
 	if err != nil {
 		return w, procError("the machine", err)
 	}
 	w.Elapsed = time.Since(m.startedAt)
-	var pg int64
 	for _, b := range m.backends {
-		pg += b.last - b.base
+		w.PG += b.last - b.base
 	}
-	w.Self = ticksToDuration(self.cpu-m.self0, m.hz)
-	w.PG = ticksToDuration(pg, m.hz)
-	w.Machine = ticksToDuration(mt.busy-m.machine0.busy, m.hz)
-	w.MachineAll = ticksToDuration(mt.all-m.machine0.all, m.hz)
+	w.Self = self.cpu - m.self0
+	w.Machine = mt.busy - m.machine0.busy
+	w.MachineAll = mt.all - m.machine0.all
 	w.Backends, w.Came, w.Went, w.Others = len(m.backends), m.came, m.went, m.others
 	return w, nil
 }
@@ -457,7 +393,7 @@ func (m *cpuMeter) sample(ctx context.Context, first bool) error {
 			others++
 			continue
 		}
-		t, err := readProcTimes(strconv.Itoa(int(b.id.pid)))
+		t, err := readProcTimes(m.proc, int(b.id.pid))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // it exited since the list was read
 		}

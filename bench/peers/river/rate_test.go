@@ -46,15 +46,7 @@ func TestRateSchedule(t *testing.T) {
 	}
 }
 
-func TestParseProcAndMachineStat(t *testing.T) {
-	line := "4242 (post gres) (x)) S 1 4242 4242 0 -1 4194560 500 0 0 0 1234 567 0 0 20 0 1 0 98765 1000000 300 0\n"
-	if got, err := parseProcStat([]byte(line)); err != nil || got != (procTimes{comm: "post gres) (x)", cpu: 1801, start: 98765}) {
-		t.Errorf("parseProcStat = %+v, %v", got, err)
-	}
-	data := "cpu  100 5 50 1000 20 3 2 1 7 0\ncpu0 50 2 25 500 10 1 1 0 0 0\nbtime 1700000000\n"
-	if got, err := parseMachineStat([]byte(data)); err != nil || got != (machineTimes{busy: 161, all: 1181, boot: 1700000000}) {
-		t.Errorf("parseMachineStat = %+v, %v", got, err)
-	}
+func TestPerJob(t *testing.T) {
 	if perJob(3*time.Second, 2000) != 1500 || perJob(time.Second, 0) != 0 {
 		t.Error("perJob")
 	}
