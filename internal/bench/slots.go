@@ -10,7 +10,7 @@ import (
 )
 
 // slotsUniqueShare is the target for slots: at least this share of unique's rate.
-const slotsUniqueShare = 0.8
+const slotsUniqueShare = 0.9
 
 // runSlots works Jobs jobs over Keys keys of a keyed kind with KeyLimit slots per key, a SlowFraction
 // of them sleeping Slow (in runs of SlowRun jobs of one key) and the rest returning at once. The
