@@ -182,8 +182,12 @@ func (p *producer) claimedPlain(from int64, claims []*claimed, at time.Time) {
 // locks are taken (see lockNextOfKeys). keyLimit is the kind's per-key default.
 func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (claims []*claimed, err error) {
 	var locks []*execlock.Lock // queue locks taken, released unless their job is claimed
-	defer func() { p.releaseUnclaimed(ctx, locks, claims) }()
-	heads, _, err := p.heads.pick(ctx, tx, n, keyLimit)
+	var heads []head
+	defer func() {
+		p.releaseUnclaimed(ctx, locks, claims)
+		p.contended = len(claims) < len(heads)
+	}()
+	heads, _, err = p.heads.pick(ctx, tx, n, keyLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +207,6 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 		}
 	}
 	locks = got
-	p.contended = len(locked) < len(heads)
 	if len(locked) == 0 {
 		return nil, nil
 	}
@@ -211,7 +214,6 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 	if err != nil {
 		return nil, err
 	}
-	p.contended = len(claims) < len(heads)
 	byID := make(map[int64]*execlock.Lock, len(locked))
 	for i, h := range locked {
 		byID[h.id] = locks[i]
