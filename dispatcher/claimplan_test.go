@@ -176,3 +176,76 @@ func TestKeyedClaimProbesEachRowsSlot(t *testing.T) {
 		t.Errorf("the claim does not probe the running-slots index by key and slot:\n%s", plan)
 	}
 }
+
+// TestKeyProbesUseTheRunningSlotsIndex checks that the statements that look up a key's running jobs
+// (a claim's slot check, a finish's check of a lowered limit, the busy slots of keys) read them in
+// the running-slots index, planned as a dispatcher plans them, in the moment that misled the planner:
+// the table analyzed while nothing ran, then hundreds of jobs started. Both partial indexes are then
+// priced as empty, the lease index was the shallower, and the probes walked it, reading every running
+// job and every dead entry for each key. The rescue and the counts of running jobs still use it.
+func TestKeyProbesUseTheRunningSlotsIndex(t *testing.T) {
+	kind := jobinfo.MustDefine[keyedPlanJob]("key_probe_plan_job", jobinfo.KeyLimit(10))
+	db := planTable(t, kind, "INSERT INTO key_probe_plan_job (k, n) SELECT g %% 100, g FROM generate_series(1, %d) g", planMoment{jobs: 20000, analyze: true})
+	ctx := t.Context()
+	// 500 running jobs, five of each key, on slots 0 to 4.
+	if _, err := db.Exec(ctx, `UPDATE key_probe_plan_job t SET lease_expires_at = now() + interval '1 hour', lease_owner = 'node',
+		started_at = now(), attempts_made = 1, lock_token = 1, lock_slot = (t.n - 1) / 100
+		WHERE t.n <= 500`); err != nil {
+		t.Fatal(err)
+	}
+	var running, waiting []int64
+	if err := db.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FILTER (WHERE lease_expires_at IS NOT NULL),
+		(array_agg(id ORDER BY id) FILTER (WHERE lease_expires_at IS NULL))[1:100] FROM key_probe_plan_job`).Scan(&running, &waiting); err != nil {
+		t.Fatal(err)
+	}
+	q := buildSQL(kind.Info())
+	n := len(running)
+	outcomes, slots := make([]int16, n), make([]int32, n)
+	for i := range n {
+		outcomes[i], slots[i] = int16(writeProcessed), int32(i/100)
+	}
+	for _, st := range []struct {
+		name, sql string
+		args      []any
+		probes    bool // whether it looks up keys' running jobs
+	}{
+		{"claim", q.claimIDs, []any{waiting, make([]int32, len(waiting)), 300.0, "node", waiting}, true},
+		{"finish", q.finish, []any{running, make([]int64, n), outcomes, make([]string, n), make([]float64, n), false, slots, 10, kind.Info().Name, 300.0, "node"}, true},
+		{"busy slots", q.busySlots, []any{waiting}, true},
+		{"rescue", q.rescue, []any{3, []float64{1, 2, 3}, 0}, false},
+		{"count running", q.countRunning, nil, false},
+	} {
+		plan := explain(ctx, t, db, st.sql, st.args...)
+		if lease := leaseProbes.FindString(plan); lease != "" {
+			t.Errorf("%s: looks a key up in the lease index (%s):\n%s", st.name, lease, plan)
+		}
+		if slotsIndex := strings.Contains(plan, "key_probe_plan_job_running_slots"); slotsIndex != st.probes {
+			t.Errorf("%s: reads the running-slots index: %v, want %v:\n%s", st.name, slotsIndex, st.probes, plan)
+		}
+		if lease := strings.Contains(plan, "key_probe_plan_job_lease"); !st.probes && !lease {
+			t.Errorf("%s: does not read the lease index:\n%s", st.name, plan)
+		}
+	}
+}
+
+// leaseProbes finds a scan of the lease index filtered or searched by key.
+var leaseProbes = regexp.MustCompile(`using \w+_lease on .*\n\s*(Index Cond|Filter): [^\n]*\bk = `)
+
+// explain returns the plan of sql for args, planned for them, in a transaction rolled back.
+func explain(ctx context.Context, t *testing.T, db *pgxpool.Pool, sql string, args ...any) string {
+	t.Helper()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -62,8 +62,8 @@ func (s TableSpec) CreateStatements() ([]string, error) {
 			ident(base+"_running_slots"), t, identList(s.Key), states.Running("")))
 	}
 	stmts = append(stmts,
-		fmt.Sprintf("-- rescue: running jobs by lease expiry\nCREATE INDEX %s ON %s (lease_expires_at)\n    WHERE %s",
-			ident(base+"_lease"), t, states.Running("")),
+		fmt.Sprintf("-- rescue and counts: running jobs by lease expiry\nCREATE INDEX %s ON %s (lease_expires_at)\n    WHERE %s",
+			ident(base+"_lease"), t, states.Leased("")),
 		s.registryUpsert(),
 	)
 	return stmts, nil

@@ -78,9 +78,9 @@ func ExampleTableSpec_CreateSQL() {
 	// CREATE UNIQUE INDEX "blog_post_sync_running_slots" ON "blog_post_sync" ("blog_id", lock_slot) NULLS NOT DISTINCT
 	//     WHERE lease_expires_at IS NOT NULL;
 	//
-	// -- rescue: running jobs by lease expiry
+	// -- rescue and counts: running jobs by lease expiry
 	// CREATE INDEX "blog_post_sync_lease" ON "blog_post_sync" (lease_expires_at)
-	//     WHERE lease_expires_at IS NOT NULL;
+	//     WHERE lease_expires_at IS NOT NULL AND processed_at IS NULL AND failed_at IS NULL;
 	//
 	// INSERT INTO jobpipe_kinds (name, table_schema, table_name, unique_columns, key_columns, job_order)
 	// VALUES ('blog_post_sync', NULL, 'blog_post_sync', '{blog_id,post_id}'::text[], '{blog_id}'::text[], 'created')

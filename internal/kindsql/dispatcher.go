@@ -116,7 +116,7 @@ UPDATE {{.Table}} t SET {{.ClaimSet "$2" "$3"}}
 WHERE t.id = ANY (ARRAY(SELECT id FROM next)) AND t.id >= $4
 RETURNING {{.Returning}}`,
 
-	"countRunning": `SELECT count(*) FROM {{.Table}} t WHERE {{running "t"}}`,
+	"countRunning": `SELECT count(*) FROM {{.Table}} t WHERE {{leased "t"}}`,
 
 	"countDue": `SELECT count(*) FROM {{.Table}} t WHERE {{waiting "t"}} AND {{.Due "t"}}`,
 
@@ -162,7 +162,7 @@ func Usage(info *jobinfo.Info, maxKeys int) (counts, keysAtLimit string) {
 }
 
 var _ = parse(statements, map[string]string{
-	"usageCounts": `SELECT (SELECT count(*) FROM {{.Table}} t WHERE {{running "t"}}), (SELECT count(*) FROM {{.Table}} t WHERE {{waiting "t"}})`,
+	"usageCounts": `SELECT (SELECT count(*) FROM {{.Table}} t WHERE {{leased "t"}}), (SELECT count(*) FROM {{.Table}} t WHERE {{waiting "t"}})`,
 	"usageKeysAtLimit": `SELECT r.key, r.n, x.lim FROM (
 	SELECT {{.KeyText "t"}} AS key, count(*) AS n FROM {{.Table}} t WHERE {{running "t"}} GROUP BY 1) r
 CROSS JOIN LATERAL (SELECT coalesce((SELECT CASE WHEN l.paused THEN 0 ELSE coalesce(l.key_limit, $2) END

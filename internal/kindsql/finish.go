@@ -93,7 +93,7 @@ nxt AS (
 			WHERE {{.SameKey "e" "r"}} AND {{waiting "e"}} ORDER BY {{.Order "e"}} LIMIT r.rn) e) w
 	WHERE NOT kl.paused AND w.n = r.rn AND w.due
 		AND r.slot < x.lim AND (SELECT e.id FROM {{.Table}} e WHERE {{.SameKey "e" "r"}} AND {{running "e"}} AND e.lock_slot >= x.lim LIMIT 1) IS NULL
-		AND (kl.max_running IS NULL OR (SELECT count(*) FROM {{.Table}} e WHERE {{running "e"}}) < kl.max_running)),
+		AND (kl.max_running IS NULL OR (SELECT count(*) FROM {{.Table}} e WHERE {{leased "e"}}) < kl.max_running)),
 free AS (
 	SELECT t.id FROM {{.Table}} t WHERE t.id = ANY (ARRAY(SELECT unnest(ids) FROM nxt)) FOR UPDATE SKIP LOCKED),
 claimable AS (

@@ -21,6 +21,7 @@ import (
 var funcs = template.FuncMap{
 	"waiting":      states.Waiting,
 	"running":      states.Running,
+	"leased":       states.Leased,
 	"stillRunning": states.StillRunning,
 	"notRunning":   states.NotRunning,
 	"notFinished":  states.NotFinished,

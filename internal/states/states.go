@@ -14,6 +14,7 @@ var (
 	waiting     = condition{"lease_expires_at IS NULL", "processed_at IS NULL", "failed_at IS NULL"}
 	neverRan    = condition{"started_at IS NULL", "processed_at IS NULL", "failed_at IS NULL"}
 	running     = condition{"lease_expires_at IS NOT NULL"}
+	leased      = condition{"lease_expires_at IS NOT NULL", "processed_at IS NULL", "failed_at IS NULL"}
 	notRunning  = condition{"lease_expires_at IS NULL"}
 	notFinished = condition{"processed_at IS NULL", "failed_at IS NULL"}
 	processed   = condition{"processed_at IS NOT NULL"}
@@ -43,9 +44,17 @@ func (c condition) deparsed() string {
 // ready and scheduled indexes.
 func Waiting(alias string) string { return waiting.sql(alias) }
 
-// Running is the condition that a job is claimed: its lease is held. It is the predicate of the lease
-// and running-slots indexes. A running job is not finished; a finished row never holds a lease.
+// Running is the condition that a job is claimed: its lease is held. It is the predicate of the
+// running-slots index. A running job is not finished; a finished row never holds a lease.
 func Running(alias string) string { return running.sql(alias) }
+
+// Leased is Running written with the terms a running job also meets (not finished): the same rows, and
+// the predicate of the lease index, which serves the rescue and the counts of running jobs. The two
+// predicates differ so that statements that look up a key's running jobs by Running can use only the
+// running-slots index. Under one predicate the planner may take the lease index for them, when
+// statistics taken while nothing ran price both indexes as empty and the lease index is the shallower;
+// it then reads every running row, and every dead entry of one, for each key.
+func Leased(alias string) string { return leased.sql(alias) }
 
 // StillRunning is Running for the fenced writes of one attempt (finish, lease extension), which find
 // their rows by id. Written so that it does not match the lease index's predicate: with statistics from
