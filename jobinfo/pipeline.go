@@ -77,7 +77,7 @@ func (s State) Condition(alias string) string {
 	case StateWaiting:
 		return states.Waiting(alias)
 	case StateRunning:
-		return states.Running(alias) + " AND " + states.NotFinished(alias)
+		return states.Leased(alias)
 	case StateProcessed:
 		return states.Processed(alias)
 	case StateFailed:
