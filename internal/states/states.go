@@ -57,9 +57,10 @@ func Running(alias string) string { return running.sql(alias) }
 func Leased(alias string) string { return leased.sql(alias) }
 
 // StillRunning is Running for the fenced writes of one attempt (finish, lease extension), which find
-// their rows by id. Written so that it does not match the lease index's predicate: with statistics from
-// before many jobs started (a bulk load analysed while nothing ran), the planner would otherwise walk
-// every running row of that index for each id instead of looking the ids up in the primary key.
+// their rows by id. Written so that it matches neither the running-slots nor the lease index's
+// predicate: with statistics from before many jobs started (a bulk load analysed while nothing ran),
+// the planner would otherwise walk every running row of one for each id instead of looking the ids
+// up in the primary key.
 func StillRunning(alias string) string { return "(" + Running(alias) + ") IS TRUE" }
 
 // NotRunning is the condition that no lease is held on a job: it waits or has finished.
