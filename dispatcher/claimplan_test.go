@@ -123,15 +123,7 @@ func genericPlan(ctx context.Context, t *testing.T, db *pgxpool.Pool, sql, args 
 			t.Fatal(err)
 		}
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN EXECUTE planned("+args+")")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(lines, "\n")
+	return explain(ctx, t, tx, "EXECUTE planned("+args+")")
 }
 
 // TestKeyedClaimProbesEachRowsSlot checks the plan of a keyed kind's claim, as its passes run it
@@ -153,25 +145,7 @@ func TestKeyedClaimProbesEachRowsSlot(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FROM keyed_claim_plan_job WHERE lease_expires_at IS NULL`).Scan(&ids); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := db.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	rows, err := tx.Query(ctx, "EXPLAIN "+buildSQL(kind.Info()).claimIDs, ids, make([]int32, len(ids)), 300.0, "node", ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
+	plan := explain(ctx, t, db, buildSQL(kind.Info()).claimIDs, ids, make([]int32, len(ids)), 300.0, "node", ids)
 	if !regexp.MustCompile(`Index Cond: \(\(k = \w+\.k\) AND \(lock_slot = \w+\.slot\)\)`).MatchString(plan) {
 		t.Errorf("the claim does not probe the running-slots index by key and slot:\n%s", plan)
 	}
@@ -231,15 +205,12 @@ func TestKeyProbesUseTheRunningSlotsIndex(t *testing.T) {
 // leaseProbes finds a scan of the lease index filtered or searched by key.
 var leaseProbes = regexp.MustCompile(`using \w+_lease on .*\n\s*(Index Cond|Filter): [^\n]*\bk = `)
 
-// explain returns the plan of sql for args, planned for them, in a transaction rolled back.
-func explain(ctx context.Context, t *testing.T, db *pgxpool.Pool, sql string, args ...any) string {
+// explain returns the plan of sql for args, planned for them, on db (a pool or a transaction).
+func explain(ctx context.Context, t *testing.T, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args ...any) string {
 	t.Helper()
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+	rows, err := db.Query(ctx, "EXPLAIN "+sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
