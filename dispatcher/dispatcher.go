@@ -119,6 +119,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	d.reportOutdatedIndexes(ctx)
 	if err := d.saveSchedules(ctx); err != nil {
 		return err
 	}
@@ -154,6 +155,21 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	}
 	d.state = stateRunning
 	return nil
+}
+
+// reportOutdatedIndexes warns of each index of a kind's table that an older version created with a
+// predicate that can mislead the planner (see jobinfo.Info.OutdatedIndexes). The kind works with it,
+// so Start goes on.
+func (d *Dispatcher) reportOutdatedIndexes(ctx context.Context) {
+	for _, k := range d.kinds {
+		lines, err := k.info.OutdatedIndexes(ctx, d.cfg.DB)
+		if err != nil {
+			d.logger.Warn("dispatcher: could not check the kind's indexes", "kind", k.info.Name, "err", err)
+		}
+		for _, line := range lines {
+			d.logger.Warn("dispatcher: an index of the kind's table is outdated", "kind", k.info.Name, "index", line)
+		}
+	}
 }
 
 // Stop shuts the dispatcher down: it stops claiming, lets running jobs finish until ctx is done, then
