@@ -24,8 +24,12 @@ ORDER BY c.relname`
 // OutdatedIndexes describes, one line each, the indexes of the kind's table that an older version
 // created with a predicate that the lookups of one key's jobs also match: with statistics taken at the
 // wrong moment, the planner may walk them for each key. The table works as it is; each line says how
-// to replace the index. Dispatcher.Start logs them.
+// to replace the index. Dispatcher.Start logs them. A kind without a key has no such lookups: none
+// of its indexes is outdated.
 func (i *Info) OutdatedIndexes(ctx context.Context, db DB) ([]string, error) {
+	if len(i.Key) == 0 {
+		return nil, nil
+	}
 	table := i.Table.Sanitize()
 	rows, err := db.Query(ctx, outdatedIndexesQuery, table, states.WaitingDeparsed(), states.RunningDeparsed())
 	if err != nil {

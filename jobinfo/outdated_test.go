@@ -11,7 +11,8 @@ import (
 
 // TestOutdatedIndexes checks that the ready and lease indexes an older version created are reported,
 // by name and with the predicate to create them with, and that neither a table created now nor its
-// key-ready and running-slots indexes, which share those older predicates, are.
+// key-ready and running-slots indexes, which share those older predicates, are; nor those of a kind
+// without a key, which looks no key up.
 func TestOutdatedIndexes(t *testing.T) {
 	for _, order := range []jobinfo.Order{jobinfo.OrderCreated, jobinfo.OrderProcessAfter} {
 		t.Run(string(order), func(t *testing.T) {
@@ -46,4 +47,23 @@ func TestOutdatedIndexes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("no key", func(t *testing.T) {
+		db := setup(t)
+		kind := jobinfo.MustDefine[plainDelivery]("plain_delivery")
+		create, err := kind.TableSpec().CreateSQL()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(t, db, create)
+		exec(t, db, `DROP INDEX plain_delivery_ready, plain_delivery_lease;
+			CREATE INDEX plain_delivery_ready ON plain_delivery (id) WHERE lease_expires_at IS NULL AND processed_at IS NULL AND failed_at IS NULL;
+			CREATE INDEX plain_delivery_lease ON plain_delivery (lease_expires_at) WHERE lease_expires_at IS NOT NULL`)
+		if lines, err := kind.Info().OutdatedIndexes(t.Context(), db); err != nil || len(lines) != 0 {
+			t.Errorf("a kind without a key: %q, %v; want none", lines, err)
+		}
+	})
+}
+
+type plainDelivery struct {
+	Payload string `jobpipe:"payload"`
 }
