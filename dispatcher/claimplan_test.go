@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobpipe/jobpipe/internal/heads"
-	"github.com/jobpipe/jobpipe/internal/states"
 	"github.com/jobpipe/jobpipe/internal/testenv"
 	"github.com/jobpipe/jobpipe/jobinfo"
 	"github.com/jobpipe/jobpipe/migrations"
@@ -202,98 +201,6 @@ func TestKeyProbesUseTheRunningSlotsIndex(t *testing.T) {
 		}
 	}
 }
-
-// TestKeyLookupsUseTheKeyReadyIndex checks that the statements looking up one key's waiting jobs read
-// the key-ready index, not the ready index with the key as a filter, when the statistics are from a
-// table that held one key: PostgreSQL then expects any key's jobs at the start of the ready index,
-// and each lookup would walk every other key's waiting jobs. The walk of the kind's first jobs must
-// still read the ready index.
-func TestKeyLookupsUseTheKeyReadyIndex(t *testing.T) {
-	kind := jobinfo.MustDefine[keyedPlanJob]("key_ready_plan_job", jobinfo.KeyLimit(10))
-	db := planTable(t, kind, "INSERT INTO key_ready_plan_job (k, n) SELECT 0, g FROM generate_series(1, %d) g", planMoment{jobs: 20000, analyze: true})
-	ctx := t.Context()
-	// 200,000 jobs over 1,000 other keys, then the first job of keys 1 to 500 started on slot 0.
-	if _, err := db.Exec(ctx, `INSERT INTO key_ready_plan_job (k, n) SELECT 1 + g % 1000, g FROM generate_series(1, 200000) g`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(ctx, `UPDATE key_ready_plan_job t SET lease_expires_at = now() + interval '1 hour', lease_owner = 'node',
-		started_at = now(), attempts_made = 1, lock_token = 1, lock_slot = 0
-		WHERE t.id IN (SELECT min(id) FROM key_ready_plan_job WHERE k BETWEEN 1 AND 500 GROUP BY k)`); err != nil {
-		t.Fatal(err)
-	}
-	var running, waiting []int64
-	if err := db.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FILTER (WHERE lease_expires_at IS NOT NULL),
-		array_agg(id ORDER BY id) FILTER (WHERE lease_expires_at IS NULL AND n <= 1000 AND k > 500)
-		FROM key_ready_plan_job`).Scan(&running, &waiting); err != nil {
-		t.Fatal(err)
-	}
-	q := buildSQL(kind.Info())
-	fast, scan := heads.Queries(kind.Info())
-	n := len(running)
-	outcomes, slots := make([]int16, n), make([]int32, n)
-	for i := range n {
-		outcomes[i] = int16(writeProcessed)
-	}
-	counts := make([]int32, len(waiting))
-	for i := range counts {
-		counts[i] = 2
-	}
-	for _, st := range []struct {
-		name, sql string
-		args      []any
-		walk      bool // whether it walks the kind's first waiting jobs
-	}{
-		{"claim", q.claimIDs, []any{waiting, make([]int32, len(waiting)), 300.0, "node", waiting}, false},
-		{"finish", q.finish, []any{running, make([]int64, n), outcomes, make([]string, n), make([]float64, n), false, slots, 10, kind.Info().Name, 300.0, "node"}, false},
-		{"next of keys", q.nextOfKeys, []any{waiting, counts}, false},
-		{"key scan", scan, []any{250, 10, []int64{}, kind.Info().Name}, false},
-		{"fast walk", fast, []any{250, 10, 250, kind.Info().Name}, true},
-	} {
-		plan := explain(ctx, t, db, st.sql, st.args...)
-		if ready := readyIndex.MatchString(plan); ready != st.walk {
-			t.Errorf("%s: reads the ready index: %v, want %v:\n%s", st.name, ready, st.walk, plan)
-		}
-	}
-}
-
-// TestOlderReadyIndexServesWalksAndClaims checks that a table created before the ready index had a
-// predicate of its own, whose ready index is over the waiting condition, still serves the claims of a
-// plain kind and the walk of a keyed one from it.
-func TestOlderReadyIndexServesWalksAndClaims(t *testing.T) {
-	plain := jobinfo.MustDefine[planJob]("older_plain_job")
-	keyed := jobinfo.MustDefine[keyedPlanJob]("older_keyed_job", jobinfo.KeyLimit(10))
-	fast, _ := heads.Queries(keyed.Info())
-	for _, c := range []struct {
-		name, table, insert, sql string
-		args                     []any
-	}{
-		{"plain claim", "older_plain_job", "INSERT INTO older_plain_job (n) SELECT g FROM generate_series(1, %d) g",
-			buildSQL(plain.Info()).claimPlain, []any{1000, 300.0, "node", 0}},
-		{"fast walk", "older_keyed_job", "INSERT INTO older_keyed_job (k, n) SELECT g %% 1000, g FROM generate_series(1, %d) g",
-			fast, []any{250, 10, 250, "older_keyed_job"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var db *pgxpool.Pool
-			if c.table == "older_plain_job" {
-				db = planTable(t, plain, c.insert, planMoment{jobs: 100000})
-			} else {
-				db = planTable(t, keyed, c.insert, planMoment{jobs: 100000})
-			}
-			ctx := t.Context()
-			older := fmt.Sprintf("DROP INDEX %[1]s_ready; CREATE INDEX %[1]s_ready ON %[1]s (id) WHERE %[2]s; ANALYZE %[1]s",
-				c.table, states.Waiting(""))
-			if _, err := db.Exec(ctx, older); err != nil {
-				t.Fatal(err)
-			}
-			if plan := explain(ctx, t, db, c.sql, c.args...); !strings.Contains(plan, "using "+c.table+"_ready on") {
-				t.Errorf("does not read the ready index:\n%s", plan)
-			}
-		})
-	}
-}
-
-// readyIndex finds a scan of key_ready_plan_job's ready index (not its key-ready index).
-var readyIndex = regexp.MustCompile(`using key_ready_plan_job_ready on`)
 
 // leaseProbes finds a scan of the lease index filtered or searched by key.
 var leaseProbes = regexp.MustCompile(`using \w+_lease on .*\n\s*(Index Cond|Filter): [^\n]*\bk = `)

@@ -10,7 +10,7 @@ import (
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
-// TestStartWarnsOfOutdatedIndexes checks that Start warns once of a ready index an older version
+// TestStartWarnsOfOutdatedIndexes checks that Start warns once of a lease index an older version
 // created, naming its kind and index, says nothing of a table created now, and starts both kinds.
 func TestStartWarnsOfOutdatedIndexes(t *testing.T) {
 	t.Parallel()
@@ -19,8 +19,8 @@ func TestStartWarnsOfOutdatedIndexes(t *testing.T) {
 	current := jobinfo.MustDefine[postSync]("current_sync")
 	createKind(t, b.db, outdated)
 	createKind(t, b.db, current)
-	if _, err := b.db.Exec(context.Background(), `DROP INDEX outdated_sync_ready;
-		CREATE INDEX outdated_sync_ready ON outdated_sync (id) WHERE lease_expires_at IS NULL AND processed_at IS NULL AND failed_at IS NULL`); err != nil {
+	if _, err := b.db.Exec(context.Background(), `DROP INDEX outdated_sync_lease;
+		CREATE INDEX outdated_sync_lease ON outdated_sync (lease_expires_at) WHERE lease_expires_at IS NOT NULL`); err != nil {
 		t.Fatal(err)
 	}
 	logs := &logRecorder{}
@@ -34,7 +34,7 @@ func TestStartWarnsOfOutdatedIndexes(t *testing.T) {
 	})
 	warns := logs.find(slog.LevelWarn, "")
 	if len(warns) != 1 || warns[0]["msg"] != "dispatcher: an index of the kind's table is outdated" || warns[0]["kind"] != "outdated_sync" ||
-		!strings.HasPrefix(warns[0]["index"], `the ready index "outdated_sync_ready" of "outdated_sync" has the predicate of an older version`) {
-		t.Errorf("warnings %v, want one of outdated_sync's ready index", warns)
+		!strings.HasPrefix(warns[0]["index"], `the lease index "outdated_sync_lease" of "outdated_sync" has the predicate of an older version`) {
+		t.Errorf("warnings %v, want one of outdated_sync's lease index", warns)
 	}
 }

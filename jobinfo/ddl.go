@@ -44,7 +44,7 @@ func (s TableSpec) CreateStatements() ([]string, error) {
 	stmts = append(stmts, fmt.Sprintf(
 		"-- dispatch: waiting jobs in the kind's order\n"+
 			"CREATE INDEX %s ON %s (%s)\n    WHERE %s",
-		ident(base+"_ready"), t, strings.Join(s.orderColumns(), ", "), states.Ready("")))
+		ident(base+"_ready"), t, strings.Join(s.orderColumns(), ", "), states.Waiting("")))
 	if len(s.Key) > 0 {
 		stmts = append(stmts, fmt.Sprintf(
 			"-- dispatch: the head of each key, the first waiting job in the kind's order\n"+

@@ -64,7 +64,7 @@ func ExampleTableSpec_CreateSQL() {
 	//
 	// -- dispatch: waiting jobs in the kind's order
 	// CREATE INDEX "blog_post_sync_ready" ON "blog_post_sync" (id)
-	//     WHERE lease_expires_at IS NULL AND processed_at IS NULL AND failed_at IS NULL AND (lease_expires_at IS NULL) IS TRUE;
+	//     WHERE lease_expires_at IS NULL AND processed_at IS NULL AND failed_at IS NULL;
 	//
 	// -- dispatch: the head of each key, the first waiting job in the kind's order
 	// CREATE INDEX "blog_post_sync_key_ready" ON "blog_post_sync" ("blog_id", id)

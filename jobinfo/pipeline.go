@@ -75,7 +75,7 @@ func StateCondition(s State) string { return s.Condition("") }
 func (s State) Condition(alias string) string {
 	switch s {
 	case StateWaiting:
-		return states.Ready(alias)
+		return states.Waiting(alias)
 	case StateRunning:
 		return states.Leased(alias)
 	case StateProcessed:

@@ -111,14 +111,14 @@ func (k *kind) Returning() string {
 
 var _ = parse(statements, map[string]string{
 	"claimPlain": `WITH next AS (
-	SELECT t.id FROM {{.Table}} t WHERE {{ready "t"}} AND {{.Due "t"}} AND t.id >= $4 ORDER BY {{.Order "t"}} LIMIT $1 FOR UPDATE SKIP LOCKED)
+	SELECT t.id FROM {{.Table}} t WHERE {{waiting "t"}} AND {{.Due "t"}} AND t.id >= $4 ORDER BY {{.Order "t"}} LIMIT $1 FOR UPDATE SKIP LOCKED)
 UPDATE {{.Table}} t SET {{.ClaimSet "$2" "$3"}}
 WHERE t.id = ANY (ARRAY(SELECT id FROM next)) AND t.id >= $4
 RETURNING {{.Returning}}`,
 
 	"countRunning": `SELECT count(*) FROM {{.Table}} t WHERE {{leased "t"}}`,
 
-	"countDue": `SELECT count(*) FROM {{.Table}} t WHERE {{ready "t"}} AND {{.Due "t"}}`,
+	"countDue": `SELECT count(*) FROM {{.Table}} t WHERE {{waiting "t"}} AND {{.Due "t"}}`,
 
 	"extend": `UPDATE {{.Table}} t SET lease_expires_at = now() + make_interval(secs => $3)
 WHERE t.id = $1 AND t.lock_token = $2 AND {{stillRunning "t"}} RETURNING t.id`,
@@ -162,7 +162,7 @@ func Usage(info *jobinfo.Info, maxKeys int) (counts, keysAtLimit string) {
 }
 
 var _ = parse(statements, map[string]string{
-	"usageCounts": `SELECT (SELECT count(*) FROM {{.Table}} t WHERE {{leased "t"}}), (SELECT count(*) FROM {{.Table}} t WHERE {{ready "t"}})`,
+	"usageCounts": `SELECT (SELECT count(*) FROM {{.Table}} t WHERE {{leased "t"}}), (SELECT count(*) FROM {{.Table}} t WHERE {{waiting "t"}})`,
 	"usageKeysAtLimit": `SELECT r.key, r.n, x.lim FROM (
 	SELECT {{.KeyText "t"}} AS key, count(*) AS n FROM {{.Table}} t WHERE {{running "t"}} GROUP BY 1) r
 CROSS JOIN LATERAL (SELECT coalesce((SELECT CASE WHEN l.paused THEN 0 ELSE coalesce(l.key_limit, $2) END

@@ -68,7 +68,7 @@ ORDER BY {{.Order "t"}} LIMIT $1`
 // headsFastSQL numbers the first $3 waiting jobs within their key, a window over the walk.
 const headsFastSQL = `WITH walk AS MATERIALIZED (
 	SELECT t.id, t.ctid AS tid, {{.KeyCols "t"}}, row_number() OVER w AS pos, bool_and({{.Due "t"}}) OVER w AS due, first_value(t.id) OVER w AS first_id
-	FROM (SELECT t.id, t.ctid, t.created_at, t.process_after, {{.KeyCols "t"}} FROM {{.Table}} t WHERE {{ready "t"}} ORDER BY {{.Order "t"}} LIMIT $3) t
+	FROM (SELECT t.id, t.ctid, t.created_at, t.process_after, {{.KeyCols "t"}} FROM {{.Table}} t WHERE {{waiting "t"}} ORDER BY {{.Order "t"}} LIMIT $3) t
 	WINDOW w AS (PARTITION BY {{.KeyCols "t"}} ORDER BY {{.Order "t"}})
 ), keys AS MATERIALIZED (
 	SELECT k.*, {{template "headsKeys" .HeadsKeys (printf "(SELECT DISTINCT %s FROM walk)" (.KeyCols ""))}}

@@ -20,7 +20,6 @@ import (
 // funcs are the state conditions, by alias, as templates call them: {{waiting "t"}}.
 var funcs = template.FuncMap{
 	"waiting":      states.Waiting,
-	"ready":        states.Ready,
 	"running":      states.Running,
 	"leased":       states.Leased,
 	"stillRunning": states.StillRunning,

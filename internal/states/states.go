@@ -23,15 +23,11 @@ var (
 
 // sql writes c with its columns named through alias.
 func (c condition) sql(alias string) string {
-	return column(alias, strings.Join(c, " AND "+column(alias, "")))
-}
-
-// column names col through alias.
-func column(alias, col string) string {
-	if alias == "" {
-		return col
+	prefix := ""
+	if alias != "" {
+		prefix = alias + "."
 	}
-	return alias + "." + col
+	return prefix + strings.Join(c, " AND "+prefix)
 }
 
 // deparsed writes c, without alias, as PostgreSQL deparses it in an index predicate (pg_get_expr): each
@@ -45,20 +41,8 @@ func (c condition) deparsed() string {
 }
 
 // Waiting is the condition that a job waits: not claimed and not finished. It is the predicate of the
-// key-ready and scheduled indexes.
+// ready and scheduled indexes.
 func Waiting(alias string) string { return waiting.sql(alias) }
-
-// Ready is Waiting with one more term that every waiting job meets, (lease_expires_at IS NULL) IS
-// TRUE: the same rows, and the predicate of the ready index, which serves the walks in the kind's order
-// and the counts of waiting jobs. The lookups of one key's waiting jobs state Waiting, which does not
-// imply Ready, so only the key-ready index can serve them. Under one predicate, statistics taken while
-// the table held one key lead the planner to the ready index for them, filtered by key: a walk over
-// every other key's waiting jobs for each lookup. The term is nearly always true over the whole table,
-// so it barely changes the planner's estimates; Ready also implies Waiting, the ready index's
-// predicate in tables created by older versions.
-func Ready(alias string) string {
-	return Waiting(alias) + " AND (" + column(alias, "lease_expires_at") + " IS NULL) IS TRUE"
-}
 
 // Running is the condition that a job is claimed: its lease is held. It is the predicate of the
 // running-slots index. A running job is not finished; a finished row never holds a lease.

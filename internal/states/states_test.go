@@ -10,8 +10,6 @@ func TestConditions(t *testing.T) {
 	}{
 		{"waiting", Waiting("t"), "t.lease_expires_at IS NULL AND t.processed_at IS NULL AND t.failed_at IS NULL"},
 		{"waiting unaliased", Waiting(""), "lease_expires_at IS NULL AND processed_at IS NULL AND failed_at IS NULL"},
-		{"ready", Ready("t"), "t.lease_expires_at IS NULL AND t.processed_at IS NULL AND t.failed_at IS NULL AND (t.lease_expires_at IS NULL) IS TRUE"},
-		{"ready unaliased", Ready(""), "lease_expires_at IS NULL AND processed_at IS NULL AND failed_at IS NULL AND (lease_expires_at IS NULL) IS TRUE"},
 		{"running", Running("e"), "e.lease_expires_at IS NOT NULL"},
 		{"leased", Leased("e"), "e.lease_expires_at IS NOT NULL AND e.processed_at IS NULL AND e.failed_at IS NULL"},
 		{"still running", StillRunning("t"), "(t.lease_expires_at IS NOT NULL) IS TRUE"},
