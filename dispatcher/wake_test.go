@@ -17,7 +17,7 @@ import (
 
 // statementCounter counts the statements of plain kinds a pool sends: claims, reads of the next due
 // time sent on their own (dueAlone), and finishes.
-type statementCounter struct{ claims, dueAlone, finishes atomic.Int64 }
+type statementCounter struct{ claims, dueAlone, finishes, listens atomic.Int64 }
 
 func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	switch {
@@ -27,6 +27,8 @@ func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d p
 		c.dueAlone.Add(1)
 	case strings.HasPrefix(d.SQL, "WITH u AS ("):
 		c.finishes.Add(1)
+	case strings.HasPrefix(d.SQL, "LISTEN "):
+		c.listens.Add(1)
 	}
 	return ctx
 }
@@ -75,7 +77,12 @@ func TestJobEndsDoNotClaimWithoutBacklog(t *testing.T) {
 	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
 		return dispatcher.Register(d, kind, func(context.Context, *dispatcher.Job[plainJob]) error { return nil })
 	})
-	time.Sleep(200 * time.Millisecond) // the first claim at Start
+	// Start claims once, and again once its LISTEN connection is up (notifications may have been
+	// missed before it): wait for both, rather than a fixed time a slow machine may exceed.
+	waitFor(t, "the first claim and LISTEN", 10*time.Second, func() (bool, error) {
+		return counter.claims.Load() >= 1 && counter.listens.Load() >= 2, nil
+	})
+	time.Sleep(200 * time.Millisecond) // the claim the LISTEN connection's wake-up sets off
 	counter.claims.Store(0)
 	counter.dueAlone.Store(0)
 	const trickle = 20
