@@ -164,7 +164,13 @@ func TestSchemaQualifiedTable(t *testing.T) {
 // new` writes for the delivery struct (key customer_id, unique event_id).
 func createDelivery(t *testing.T, db *pgxpool.Pool) {
 	t.Helper()
-	ddl, err := jobinfo.MustDefine[delivery]("webhook_delivery").TableSpec().CreateSQL()
+	createTable(t, db, jobinfo.MustDefine[delivery]("webhook_delivery").TableSpec())
+}
+
+// createTable creates the table of spec as CreateSQL writes it.
+func createTable(t *testing.T, db *pgxpool.Pool, spec jobinfo.TableSpec) {
+	t.Helper()
+	ddl, err := spec.CreateSQL()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobpipe/jobpipe/internal/states"
 )
 
@@ -32,19 +34,15 @@ func (i *Info) OutdatedIndexes(ctx context.Context, db DB) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobinfo: reading the indexes of %s: %w", table, err)
 	}
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("jobinfo: reading the indexes of %s: %w", table, err)
-		}
-		lines = append(lines, fmt.Sprintf("the lease index %q of %s has the predicate of an older version, "+
-			"which the lookups of one key's running jobs also match: create it again with WHERE %s "+
-			"(as TableSpec.CreateSQL or `jobpipe kind new` print it), then drop the old one", name, table, states.Leased("")))
-	}
-	if err := rows.Err(); err != nil {
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		return nil, fmt.Errorf("jobinfo: reading the indexes of %s: %w", table, err)
+	}
+	lines := make([]string, len(names))
+	for n, name := range names {
+		lines[n] = fmt.Sprintf("the lease index %q of %s has the predicate of an older version, "+
+			"which the lookups of one key's running jobs also match: create it again with WHERE %s "+
+			"(as TableSpec.CreateSQL or `jobpipe kind new` print it), then drop the old one", name, table, states.Leased(""))
 	}
 	return lines, nil
 }

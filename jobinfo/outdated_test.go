@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
 
@@ -20,7 +18,7 @@ func TestOutdatedIndexes(t *testing.T) {
 	t.Run("key", func(t *testing.T) {
 		db := setup(t)
 		kind := jobinfo.MustDefine[delivery]("webhook_delivery")
-		createTable(t, db, kind.TableSpec())
+		createDelivery(t, db)
 		lines, err := kind.Info().OutdatedIndexes(t.Context(), db)
 		if err != nil || len(lines) != 0 {
 			t.Fatalf("a table created now: %q, %v; want none", lines, err)
@@ -47,14 +45,4 @@ func TestOutdatedIndexes(t *testing.T) {
 
 type plainDelivery struct {
 	Payload string `jobpipe:"payload"`
-}
-
-// createTable creates the table of spec as CreateSQL writes it.
-func createTable(t *testing.T, db *pgxpool.Pool, spec jobinfo.TableSpec) {
-	t.Helper()
-	ddl, err := spec.CreateSQL()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec(t, db, ddl)
 }
