@@ -224,10 +224,11 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 	return claims, nil
 }
 
-// lockParallelism is how many heads' queue locks a claim pass takes at once. Each lock is a round trip
-// to the Redis nodes, and a pass taking them one after another would hold its row locks for a round
-// trip per head; more at once did not pay (docs/benchmarks.md, "Claim pass: walk and key scan").
-const lockParallelism = 16
+// lockParallelism is how many heads' queue locks a claim pass takes at once. A pass holds its row
+// locks while it waits for Redis, and lock calls made at once share each node's pipelines (see
+// execlock), so a pass of up to this many heads waits about one round trip rather than one per few
+// heads. The bound keeps a large ClaimBatch from sending thousands of calls at once.
+const lockParallelism = 256
 
 // lockHeads takes a queue lock for each head, all heads at once (up to the pass's parallelism), and
 // returns them by head (nil where none was taken). Each head first tries the free slot its position
