@@ -202,6 +202,95 @@ func TestKeyProbesUseTheRunningSlotsIndex(t *testing.T) {
 	}
 }
 
+// TestKeyLookupsUseTheKeyReadyIndex checks that the statements looking up one key's waiting jobs (a
+// claim's check for earlier jobs of the key, a finish's claim of a run's next job, the next jobs of
+// keys that run, the key scan) read them in the key-ready index whatever the statistics say, planned
+// as a dispatcher plans them, in created and in process_after order. The statistics are from a table
+// that held one key's jobs, then from the same table analyzed again. With the first, PostgreSQL
+// expects any key's jobs at the start of every index in the kind's order, and a lookup written as key
+// equality walked the ready index, or the primary key, with the key as a filter, reading every other
+// key's jobs for each lookup.
+func TestKeyLookupsUseTheKeyReadyIndex(t *testing.T) {
+	for _, c := range []struct {
+		order     jobinfo.Order
+		reanalyze bool
+	}{{jobinfo.OrderCreated, false}, {jobinfo.OrderProcessAfter, false}, {jobinfo.OrderCreated, true}} {
+		stats := "one key's statistics"
+		if c.reanalyze {
+			stats = "analyzed again"
+		}
+		t.Run(fmt.Sprintf("%s order, %s", c.order, stats), func(t *testing.T) {
+			table := "key_ready_plan_job"
+			kind := jobinfo.MustDefine[keyedPlanJob](table, jobinfo.KeyLimit(10), jobinfo.WithOrder(c.order))
+			db := planTable(t, kind, "INSERT INTO key_ready_plan_job (k, n) SELECT 0, g FROM generate_series(1, %d) g", planMoment{jobs: 20000, analyze: true})
+			ctx := t.Context()
+			// 200,000 jobs over 1,000 other keys, then the first job of keys 1 to 500 started on slot 0.
+			if _, err := db.Exec(ctx, `INSERT INTO key_ready_plan_job (k, n) SELECT 1 + g % 1000, g FROM generate_series(1, 200000) g`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(ctx, `UPDATE key_ready_plan_job t SET lease_expires_at = now() + interval '1 hour', lease_owner = 'node',
+				started_at = now(), attempts_made = 1, lock_token = 1, lock_slot = 0
+				WHERE t.id IN (SELECT min(id) FROM key_ready_plan_job WHERE k BETWEEN 1 AND 500 GROUP BY k)`); err != nil {
+				t.Fatal(err)
+			}
+			if c.reanalyze {
+				if _, err := db.Exec(ctx, "ANALYZE key_ready_plan_job"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var running, waiting []int64
+			if err := db.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FILTER (WHERE lease_expires_at IS NOT NULL),
+				array_agg(id ORDER BY id) FILTER (WHERE lease_expires_at IS NULL AND n <= 1000 AND k > 500)
+				FROM key_ready_plan_job`).Scan(&running, &waiting); err != nil {
+				t.Fatal(err)
+			}
+			q := buildSQL(kind.Info())
+			_, scan := heads.Queries(kind.Info())
+			n := len(running)
+			outcomes := make([]int16, n)
+			for i := range n {
+				outcomes[i] = int16(writeProcessed)
+			}
+			counts := make([]int32, len(waiting))
+			for i := range counts {
+				counts[i] = 2
+			}
+			for _, st := range []struct {
+				name, sql string
+				args      []any
+			}{
+				{"claim", q.claimIDs, []any{waiting, make([]int32, len(waiting)), 300.0, "node", waiting}},
+				{"finish", q.finish, []any{running, make([]int64, n), outcomes, make([]string, n), make([]float64, n), false, make([]int32, n), 10, kind.Info().Name, 300.0, "node"}},
+				{"next of keys", q.nextOfKeys, []any{waiting, counts}},
+				{"key scan", scan, []any{250, 10, []int64{}, kind.Info().Name}},
+			} {
+				plan := explain(ctx, t, db, st.sql, st.args...)
+				if !strings.Contains(plan, "using "+table+"_key_ready on") {
+					t.Errorf("%s: does not read the key-ready index:\n%s", st.name, plan)
+				}
+				if walks := keyWalks(plan, table); len(walks) > 0 {
+					t.Errorf("%s: walks the table with the key as a filter (%q):\n%s", st.name, walks, plan)
+				}
+			}
+		})
+	}
+}
+
+// keyWalks returns the scans of table in plan that look rows up neither by key nor by id: a
+// sequential scan, or the ready index or the primary key read in order, with the key as a filter.
+func keyWalks(plan, table string) []string {
+	var walks []string
+	lines := strings.Split(plan, "\n")
+	for i, line := range lines {
+		byID := i+1 < len(lines) && strings.Contains(lines[i+1], "Index Cond: (id = ")
+		inOrder := strings.Contains(line, "using "+table+"_ready on") || strings.Contains(line, "using "+table+"_pkey on")
+		if strings.Contains(line, "Seq Scan on "+table+" ") || inOrder && !byID {
+			walks = append(walks, strings.TrimSpace(line))
+		}
+	}
+	return walks
+}
+
 // leaseProbes finds a scan of the lease index filtered or searched by key.
 var leaseProbes = regexp.MustCompile(`using \w+_lease on .*\n\s*(Index Cond|Filter): [^\n]*\bk = `)
 

@@ -24,16 +24,17 @@ package kindsql
 const claimIDsSQL = `WITH u AS (
 	SELECT u.id, u.slot, u.n, {{.KeyCols "t"}},
 		(SELECT e.id FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND e.lock_slot = u.slot AND {{running "e"}} LIMIT 1) IS NOT NULL
-		OR coalesce((SELECT ({{.Order "e"}}) < ({{.Order "t"}}) FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND {{waiting "e"}}
+		OR coalesce((SELECT ({{.Order "e"}}) < ({{.Order "t"}}) FROM {{.Table}} e WHERE {{.InKey "e" "t"}} AND {{waiting "e"}}
 			AND ({{.Order "e"}}) >= (SELECT {{.Order "f"}} FROM {{.Table}} f WHERE f.id = u.first) AND e.id <> ALL ($1)
-			ORDER BY {{.Order "e"}} LIMIT 1), false) AS held
+			ORDER BY {{.KeyOrder "e"}} LIMIT 1), false) AS held
 	FROM unnest($1::bigint[], $2::int[], $5::bigint[]) WITH ORDINALITY AS u(id, slot, first, n) JOIN {{.Table}} t ON t.id = u.id
 ), ok AS (
 	SELECT u.id, u.slot FROM u WHERE NOT EXISTS (SELECT 1 FROM u x WHERE {{.SameKey "x" "u"}} AND x.n <= u.n AND x.held)
 )
 UPDATE {{.Table}} t SET {{.ClaimSet "$3" "$4"}}, lock_slot = ok.slot
 FROM ok WHERE t.id = ok.id AND {{waiting "t"}}
-RETURNING {{.Returning}}, NOT EXISTS (SELECT 1 FROM {{.Table}} e WHERE {{.SameKey "e" "t"}} AND {{waiting "e"}} AND ({{.Order "e"}}) > ({{.Order "t"}})) AS last_of_key`
+RETURNING {{.Returning}}, (SELECT e.id FROM {{.Table}} e WHERE {{.InKey "e" "t"}} AND {{waiting "e"}} AND ({{.Order "e"}}) > ({{.Order "t"}})
+	ORDER BY {{.KeyOrder "e"}} LIMIT 1) IS NULL AS last_of_key`
 
 // nextOfKeysSQL locks, for each row $1 of a keyed kind, the first $2 waiting jobs of its key in the
 // kind's order, SKIP LOCKED. It returns each row of $1 with the ids of its key's jobs, in order, that
@@ -43,8 +44,8 @@ const nextOfKeysSQL = `WITH u AS (
 	SELECT * FROM unnest($1::bigint[], $2::int[]) AS u(head, n)),
 cand AS MATERIALIZED (
 	SELECT u.head, e.id, e.due, e.pos FROM u JOIN {{.Table}} h ON h.id = u.head CROSS JOIN LATERAL (
-		SELECT e.id, {{.Due "e"}} AS due, row_number() OVER (ORDER BY {{.Order "e"}}) AS pos FROM {{.Table}} e
-		WHERE {{.SameKey "e" "h"}} AND {{waiting "e"}} ORDER BY {{.Order "e"}} LIMIT u.n) e),
+		SELECT e.id, {{.Due "e"}} AS due, row_number() OVER (ORDER BY {{.KeyOrder "e"}}) AS pos FROM {{.Table}} e
+		WHERE {{.InKey "e" "h"}} AND {{waiting "e"}} ORDER BY {{.KeyOrder "e"}} LIMIT u.n) e),
 free AS (
 	SELECT t.id FROM {{.Table}} t WHERE t.id = ANY (ARRAY(SELECT id FROM cand)) AND {{waiting "t"}} FOR UPDATE SKIP LOCKED),
 taken AS (

@@ -90,7 +90,7 @@ nxt AS (
 	CROSS JOIN LATERAL (
 		SELECT array_agg(e.id ORDER BY {{.Order "e"}}) AS ids, bool_and(e.due) AS due, count(*) AS n FROM (
 			SELECT e.id, e.created_at, e.process_after, {{.Due "e"}} AS due FROM {{.Table}} e
-			WHERE {{.SameKey "e" "r"}} AND {{waiting "e"}} ORDER BY {{.Order "e"}} LIMIT r.rn) e) w
+			WHERE {{.InKey "e" "r"}} AND {{waiting "e"}} ORDER BY {{.KeyOrder "e"}} LIMIT r.rn) e) w
 	WHERE NOT kl.paused AND w.n = r.rn AND w.due
 		AND r.slot < x.lim AND (SELECT e.id FROM {{.Table}} e WHERE {{.SameKey "e" "r"}} AND {{running "e"}} AND e.lock_slot >= x.lim LIMIT 1) IS NULL
 		AND (kl.max_running IS NULL OR (SELECT count(*) FROM {{.Table}} e WHERE {{leased "e"}}) < kl.max_running)),

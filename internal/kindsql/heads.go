@@ -90,7 +90,7 @@ const headsScanSQL = `WITH RECURSIVE walked AS (
 	SELECT h.id, h.tid, h.pos, h.first_id, k.lim, k.slots FROM keys k CROSS JOIN LATERAL (
 		SELECT t.id, t.ctid AS tid, bool_and(t.is_due) OVER o AS due, row_number() OVER o AS pos, first_value(t.id) OVER o AS first_id FROM (
 			SELECT t.id, t.ctid, t.created_at, t.process_after, {{.Due "t"}} AS is_due FROM {{.Table}} t
-			WHERE {{waiting "t"}} AND {{.SameKey "t" "k"}} ORDER BY {{.Order "t"}} LIMIT greatest(k.lim - cardinality(k.slots), 0)) t
+			WHERE {{waiting "t"}} AND {{.InKey "t" "k"}} ORDER BY {{.KeyOrder "t"}} LIMIT greatest(k.lim - cardinality(k.slots), 0)) t
 		WINDOW o AS (ORDER BY {{.Order "t"}})) h
 	WHERE h.due
 )

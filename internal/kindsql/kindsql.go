@@ -120,6 +120,21 @@ func (k *kind) SameKey(a, b string) string {
 	return strings.Join(same, " AND ")
 }
 
+// InKey is the condition that row a has row b's key, for the lookups of one key's waiting jobs in
+// the key-ready index (ordered by KeyOrder). It is written as a range over the key columns, not as
+// equality: with statistics from a table that held one key, PostgreSQL takes key equality to match
+// every row, and would walk the ready index or the primary key in the kind's order with the key as
+// a filter, reading every other key's jobs. Only an index led by the key serves the range in
+// KeyOrder.
+func (k *kind) InKey(a, b string) string {
+	ka, kb := "("+list(a, k.key)+")", "("+list(b, k.key)+")"
+	return fmt.Sprintf("%s >= %s AND %s <= %s", ka, kb, ka, kb)
+}
+
+// KeyOrder is the order of the row aliased a within its key, led by the key columns: the key-ready
+// index's order (see InKey).
+func (k *kind) KeyOrder(a string) string { return list(a, k.key) + ", " + k.Order(a) }
+
 // SameUnique is the condition that rows a and b have equal unique fields, NULLs equal as in the
 // until-executed unique index.
 func (k *kind) SameUnique(a, b string) string {
