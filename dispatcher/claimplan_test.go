@@ -205,32 +205,45 @@ func TestKeyProbesUseTheRunningSlotsIndex(t *testing.T) {
 // TestKeyLookupsUseTheKeyReadyIndex checks that the statements looking up one key's waiting jobs (a
 // claim's check for earlier jobs of the key, a finish's claim of a run's next job, the next jobs of
 // keys that run, the key scan) read them in the key-ready index whatever the statistics say, planned
-// as a dispatcher plans them, in created and in process_after order. The statistics are from a table
-// that held one key's jobs, then from the same table analyzed again. With the first, PostgreSQL
-// expects any key's jobs at the start of every index in the kind's order, and a lookup written as key
-// equality walked the ready index, or the primary key, with the key as a filter, reading every other
-// key's jobs for each lookup.
+// as a dispatcher plans them: in created and in process_after order, and with a key of two columns.
+// The statistics are from a table that held one key's jobs, then from the same table analyzed again.
+// With the first, PostgreSQL expects any key's jobs at the start of every index in the kind's order,
+// and a lookup written as key equality walked the ready index, or the primary key, with the key as a
+// filter, reading every other key's jobs for each lookup.
 func TestKeyLookupsUseTheKeyReadyIndex(t *testing.T) {
+	oneColumn := func(t *testing.T, order jobinfo.Order) (*jobinfo.Info, *pgxpool.Pool) {
+		kind := jobinfo.MustDefine[keyedPlanJob]("key_ready_plan_job", jobinfo.KeyLimit(10), jobinfo.WithOrder(order))
+		return kind.Info(), planTable(t, kind, "INSERT INTO key_ready_plan_job (k, n) SELECT 0, g FROM generate_series(1, %d) g", planMoment{jobs: 20000, analyze: true})
+	}
+	twoColumns := func(t *testing.T, order jobinfo.Order) (*jobinfo.Info, *pgxpool.Pool) {
+		kind := jobinfo.MustDefine[twoKeyPlanJob]("key_ready_plan_job", jobinfo.KeyLimit(10), jobinfo.WithOrder(order))
+		return kind.Info(), planTable(t, kind, "INSERT INTO key_ready_plan_job (a, b, n) SELECT 'x', 0, g FROM generate_series(1, %d) g", planMoment{jobs: 20000, analyze: true})
+	}
+	// spread adds 200,000 jobs over 1,000 other keys; first (of keys) and others select two halves of them.
+	oneSpread := keySpread{"INSERT INTO key_ready_plan_job (k, n) SELECT 1 + g % 1000, g FROM generate_series(1, 200000) g", "k", "k BETWEEN 1 AND 500", "k > 500"}
+	twoSpread := keySpread{"INSERT INTO key_ready_plan_job (a, b, n) SELECT 'k' || g % 10, 1 + g / 10 % 100, g FROM generate_series(1, 200000) g", "a, b", "b BETWEEN 1 AND 50", "b > 50"}
 	for _, c := range []struct {
+		name      string
 		order     jobinfo.Order
+		setup     func(*testing.T, jobinfo.Order) (*jobinfo.Info, *pgxpool.Pool)
+		spread    keySpread
 		reanalyze bool
-	}{{jobinfo.OrderCreated, false}, {jobinfo.OrderProcessAfter, false}, {jobinfo.OrderCreated, true}} {
-		stats := "one key's statistics"
-		if c.reanalyze {
-			stats = "analyzed again"
-		}
-		t.Run(fmt.Sprintf("%s order, %s", c.order, stats), func(t *testing.T) {
-			table := "key_ready_plan_job"
-			kind := jobinfo.MustDefine[keyedPlanJob](table, jobinfo.KeyLimit(10), jobinfo.WithOrder(c.order))
-			db := planTable(t, kind, "INSERT INTO key_ready_plan_job (k, n) SELECT 0, g FROM generate_series(1, %d) g", planMoment{jobs: 20000, analyze: true})
+	}{
+		{"created order, one key's statistics", jobinfo.OrderCreated, oneColumn, oneSpread, false},
+		{"process_after order, one key's statistics", jobinfo.OrderProcessAfter, oneColumn, oneSpread, false},
+		{"key of two columns, one key's statistics", jobinfo.OrderCreated, twoColumns, twoSpread, false},
+		{"created order, analyzed again", jobinfo.OrderCreated, oneColumn, oneSpread, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			info, db := c.setup(t, c.order)
 			ctx := t.Context()
-			// 200,000 jobs over 1,000 other keys, then the first job of keys 1 to 500 started on slot 0.
-			if _, err := db.Exec(ctx, `INSERT INTO key_ready_plan_job (k, n) SELECT 1 + g % 1000, g FROM generate_series(1, 200000) g`); err != nil {
+			// The other keys' jobs, then the first job of half of those keys started on slot 0.
+			if _, err := db.Exec(ctx, c.spread.insert); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Exec(ctx, `UPDATE key_ready_plan_job t SET lease_expires_at = now() + interval '1 hour', lease_owner = 'node',
+			if _, err := db.Exec(ctx, fmt.Sprintf(`UPDATE key_ready_plan_job t SET lease_expires_at = now() + interval '1 hour', lease_owner = 'node',
 				started_at = now(), attempts_made = 1, lock_token = 1, lock_slot = 0
-				WHERE t.id IN (SELECT min(id) FROM key_ready_plan_job WHERE k BETWEEN 1 AND 500 GROUP BY k)`); err != nil {
+				WHERE t.id IN (SELECT min(id) FROM key_ready_plan_job WHERE %s GROUP BY %s)`, c.spread.first, c.spread.key)); err != nil {
 				t.Fatal(err)
 			}
 			if c.reanalyze {
@@ -239,13 +252,13 @@ func TestKeyLookupsUseTheKeyReadyIndex(t *testing.T) {
 				}
 			}
 			var running, waiting []int64
-			if err := db.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FILTER (WHERE lease_expires_at IS NOT NULL),
-				array_agg(id ORDER BY id) FILTER (WHERE lease_expires_at IS NULL AND n <= 1000 AND k > 500)
-				FROM key_ready_plan_job`).Scan(&running, &waiting); err != nil {
+			if err := db.QueryRow(ctx, fmt.Sprintf(`SELECT array_agg(id ORDER BY id) FILTER (WHERE lease_expires_at IS NOT NULL),
+				array_agg(id ORDER BY id) FILTER (WHERE lease_expires_at IS NULL AND n <= 1000 AND %s)
+				FROM key_ready_plan_job`, c.spread.others)).Scan(&running, &waiting); err != nil {
 				t.Fatal(err)
 			}
-			q := buildSQL(kind.Info())
-			_, scan := heads.Queries(kind.Info())
+			q := buildSQL(info)
+			_, scan := heads.Queries(info)
 			n := len(running)
 			outcomes := make([]int16, n)
 			for i := range n {
@@ -260,20 +273,30 @@ func TestKeyLookupsUseTheKeyReadyIndex(t *testing.T) {
 				args      []any
 			}{
 				{"claim", q.claimIDs, []any{waiting, make([]int32, len(waiting)), 300.0, "node", waiting}},
-				{"finish", q.finish, []any{running, make([]int64, n), outcomes, make([]string, n), make([]float64, n), false, make([]int32, n), 10, kind.Info().Name, 300.0, "node"}},
+				{"finish", q.finish, []any{running, make([]int64, n), outcomes, make([]string, n), make([]float64, n), false, make([]int32, n), 10, info.Name, 300.0, "node"}},
 				{"next of keys", q.nextOfKeys, []any{waiting, counts}},
-				{"key scan", scan, []any{250, 10, []int64{}, kind.Info().Name}},
+				{"key scan", scan, []any{250, 10, []int64{}, info.Name}},
 			} {
 				plan := explain(ctx, t, db, st.sql, st.args...)
-				if !strings.Contains(plan, "using "+table+"_key_ready on") {
+				if !strings.Contains(plan, "using key_ready_plan_job_key_ready on") {
 					t.Errorf("%s: does not read the key-ready index:\n%s", st.name, plan)
 				}
-				if walks := keyWalks(plan, table); len(walks) > 0 {
+				if walks := keyWalks(plan, "key_ready_plan_job"); len(walks) > 0 {
 					t.Errorf("%s: walks the table with the key as a filter (%q):\n%s", st.name, walks, plan)
 				}
 			}
 		})
 	}
+}
+
+// keySpread is how TestKeyLookupsUseTheKeyReadyIndex spreads jobs over many keys: the insert, the key
+// columns, and the conditions selecting the keys whose first job starts and the others.
+type keySpread struct{ insert, key, first, others string }
+
+type twoKeyPlanJob struct {
+	A string `jobpipe:"a,key"`
+	B int64  `jobpipe:"b,key"`
+	N int64  `jobpipe:"n"`
 }
 
 // keyWalks returns the scans of table in plan that look rows up neither by key nor by id: a
