@@ -219,7 +219,7 @@ func TestKeyLookupsUseTheKeyReadyIndex(t *testing.T) {
 		kind := jobinfo.MustDefine[twoKeyPlanJob]("key_ready_plan_job", jobinfo.KeyLimit(10), jobinfo.WithOrder(order))
 		return kind.Info(), planTable(t, kind, "INSERT INTO key_ready_plan_job (a, b, n) SELECT 'x', 0, g FROM generate_series(1, %d) g", planMoment{jobs: 20000, analyze: true})
 	}
-	// spread adds 200,000 jobs over 1,000 other keys; first (of keys) and others select two halves of them.
+	// 200,000 jobs over 1,000 other keys, in two halves (see keySpread).
 	oneSpread := keySpread{"INSERT INTO key_ready_plan_job (k, n) SELECT 1 + g % 1000, g FROM generate_series(1, 200000) g", "k", "k BETWEEN 1 AND 500", "k > 500"}
 	twoSpread := keySpread{"INSERT INTO key_ready_plan_job (a, b, n) SELECT 'k' || g % 10, 1 + g / 10 % 100, g FROM generate_series(1, 200000) g", "a, b", "b BETWEEN 1 AND 50", "b > 50"}
 	for _, c := range []struct {
