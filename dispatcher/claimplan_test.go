@@ -145,7 +145,7 @@ func TestKeyedClaimProbesEachRowsSlot(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FROM keyed_claim_plan_job WHERE lease_expires_at IS NULL`).Scan(&ids); err != nil {
 		t.Fatal(err)
 	}
-	plan := explain(ctx, t, db, buildSQL(kind.Info()).claimIDs, ids, make([]int32, len(ids)), 300.0, "node", ids)
+	plan := explain(ctx, t, db, buildSQL(kind.Info()).claimIDs, claimArgs(ids)...)
 	if !regexp.MustCompile(`Index Cond: \(\(k = \w+\.k\) AND \(lock_slot = \w+\.slot\)\)`).MatchString(plan) {
 		t.Errorf("the claim does not probe the running-slots index by key and slot:\n%s", plan)
 	}
@@ -173,18 +173,17 @@ func TestKeyProbesUseTheRunningSlotsIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := buildSQL(kind.Info())
-	n := len(running)
-	outcomes, slots := make([]int16, n), make([]int32, n)
-	for i := range n {
-		outcomes[i], slots[i] = int16(writeProcessed), int32(i/100)
+	slots := make([]int32, len(running))
+	for i := range slots {
+		slots[i] = int32(i / 100)
 	}
 	for _, st := range []struct {
 		name, sql string
 		args      []any
 		probes    bool // whether it looks up keys' running jobs
 	}{
-		{"claim", q.claimIDs, []any{waiting, make([]int32, len(waiting)), 300.0, "node", waiting}, true},
-		{"finish", q.finish, []any{running, make([]int64, n), outcomes, make([]string, n), make([]float64, n), false, slots, 10, kind.Info().Name, 300.0, "node"}, true},
+		{"claim", q.claimIDs, claimArgs(waiting), true},
+		{"finish", q.finish, finishArgs(kind.Info(), running, slots), true},
 		{"busy slots", q.busySlots, []any{waiting}, true},
 		{"rescue", q.rescue, []any{3, []float64{1, 2, 3}, 0}, false},
 		{"count running", q.countRunning, nil, false},
@@ -259,11 +258,6 @@ func TestKeyLookupsUseTheKeyReadyIndex(t *testing.T) {
 			}
 			q := buildSQL(info)
 			_, scan := heads.Queries(info)
-			n := len(running)
-			outcomes := make([]int16, n)
-			for i := range n {
-				outcomes[i] = int16(writeProcessed)
-			}
 			counts := make([]int32, len(waiting))
 			for i := range counts {
 				counts[i] = 2
@@ -272,8 +266,8 @@ func TestKeyLookupsUseTheKeyReadyIndex(t *testing.T) {
 				name, sql string
 				args      []any
 			}{
-				{"claim", q.claimIDs, []any{waiting, make([]int32, len(waiting)), 300.0, "node", waiting}},
-				{"finish", q.finish, []any{running, make([]int64, n), outcomes, make([]string, n), make([]float64, n), false, make([]int32, n), 10, info.Name, 300.0, "node"}},
+				{"claim", q.claimIDs, claimArgs(waiting)},
+				{"finish", q.finish, finishArgs(info, running, make([]int32, len(running)))},
 				{"next of keys", q.nextOfKeys, []any{waiting, counts}},
 				{"key scan", scan, []any{250, 10, []int64{}, info.Name}},
 			} {
@@ -312,6 +306,22 @@ func keyWalks(plan, table string) []string {
 		}
 	}
 	return walks
+}
+
+// claimArgs are the arguments of a keyed kind's claim of the waiting jobs ids, each on slot 0.
+func claimArgs(ids []int64) []any {
+	return []any{ids, make([]int32, len(ids)), 300.0, "node", ids}
+}
+
+// finishArgs are the arguments of a finish of the running jobs ids, each processed with token 0, that
+// continues their key runs on slots.
+func finishArgs(info *jobinfo.Info, ids []int64, slots []int32) []any {
+	n := len(ids)
+	outcomes := make([]int16, n)
+	for i := range outcomes {
+		outcomes[i] = int16(writeProcessed)
+	}
+	return []any{ids, make([]int64, n), outcomes, make([]string, n), make([]float64, n), false, slots, 10, info.Name, 300.0, "node"}
 }
 
 // leaseProbes finds a scan of the lease index filtered or searched by key.
