@@ -58,6 +58,10 @@ func (p *producer) claim(ctx context.Context, n int) (claims []*claimed, due due
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 			claims = nil
 		}
+		if p.resumeFinishes != nil {
+			p.resumeFinishes()
+			p.resumeFinishes = nil
+		}
 	}()
 	if lim.maxRunning != nil {
 		if n, err = p.budget(ctx, tx, n); err != nil {
@@ -195,6 +199,7 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 		return nil, err
 	}
 	locks = p.lockHeads(ctx, heads)
+	p.pauseFinishes(ctx, heads, locks)
 	if err := p.lockNextOfKeys(ctx, tx, heads, locks); err != nil {
 		return nil, err
 	}
@@ -376,6 +381,17 @@ func (p *producer) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) err
 		}
 	}
 	return nil
+}
+
+// pauseFinishes holds the kind's finish statements back (see finisher.pauseStatements) until the
+// pass's transaction ends, when the pass is about to lock the next jobs of keys that run.
+func (p *producer) pauseFinishes(ctx context.Context, heads []head, locks []*execlock.Lock) {
+	for i, h := range heads {
+		if len(h.snapBusy) > 0 && locks[i] != nil {
+			p.resumeFinishes = p.fin.pauseStatements(ctx)
+			return
+		}
+	}
 }
 
 // lockNextOfKeys locks the rows of the heads whose key ran jobs when the heads were chosen, which

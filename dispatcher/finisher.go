@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/jobpipe/jobpipe/jobinfo"
 )
@@ -46,10 +47,12 @@ type finisher struct {
 	lanes  []chan finishReq
 	gather time.Duration // see gatherMore
 	done   chan struct{} // closed once every statement has returned after close
+	// statements holds a unit for each statement being sent; pauseStatements takes them all.
+	statements *semaphore.Weighted
 }
 
 func newFinisher(k *kindRunner) *finisher {
-	f := &finisher{k: k, gather: k.sh.cfg.FinishWait, done: make(chan struct{})}
+	f := &finisher{k: k, gather: k.sh.cfg.FinishWait, done: make(chan struct{}), statements: semaphore.NewWeighted(finishStatements)}
 	lanes := 1
 	if k.keyed {
 		lanes = finishStatements
@@ -72,6 +75,29 @@ func (f *finisher) start() {
 		loops.Wait()
 		close(f.done)
 	}()
+}
+
+// statementPause is the longest a claim pass waits for the finish statements under way to end (see
+// pauseStatements): longer than a statement takes on a loaded database. One that takes longer is
+// stalled, and the pass goes on without the pause, as it would with another dispatcher's statements.
+const statementPause = 100 * time.Millisecond
+
+// pauseStatements waits until none of the kind's finish statements is being sent, up to
+// statementPause, and keeps new ones from starting until resume is called; resume is nil when the
+// wait ran out, and nothing is held then.
+//
+// A claim pass holds the pause while it locks and claims the next jobs of keys that run. A finish
+// that continues a run takes its key's next job, and gives up the run when a pass holds that job
+// locked; a pass finds the key's first jobs held by the finishes in flight and leaves the key's
+// free slots idle. Taking turns, the pass gets its heads and the runs their next jobs after them,
+// so the keys with several slots reach their limit and their runs keep going.
+func (f *finisher) pauseStatements(ctx context.Context) (resume func()) {
+	ctx, cancel := context.WithTimeout(ctx, statementPause)
+	defer cancel()
+	if f.statements.Acquire(ctx, finishStatements) != nil {
+		return nil
+	}
+	return func() { f.statements.Release(finishStatements) }
 }
 
 // submit queues req, on its key's lane.
@@ -189,7 +215,9 @@ func (f *finisher) flush(batch []finishReq) {
 	}()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), k.sh.cfg.LeaseTTL)
+		_ = f.statements.Acquire(context.Background(), 1) // never fails; a pause ends with its pass
 		held, err := k.runFinish(ctx, k.sh.db, batch)
+		f.statements.Release(1)
 		cancel()
 		if err == nil {
 			if !failing.IsZero() {

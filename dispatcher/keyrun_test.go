@@ -438,3 +438,48 @@ func TestKeyRunsOfSlotKeys(t *testing.T) {
 		}
 	}
 }
+
+// Claim passes that add runs to keys that already run (ten keys of four slots, fast jobs, claims of
+// one job a key) do not
+// take those runs' next jobs from them: every slot starts one run, which lasts until its key has
+// no job left, so claim passes claim no more jobs than there are slots.
+func TestClaimPassesLeaveRunningKeyRunsGoing(t *testing.T) {
+	t.Parallel()
+	const keys, limit, jobs = 10, 4, 4000
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("run_passes_leave_runs", jobinfo.KeyLimit(limit))
+	createKind(t, b.db, kind)
+	var order []int64
+	for i := range jobs {
+		order = append(order, int64(i%keys))
+	}
+	enqueueSeq(t, b, kind, order...)
+	w := newKeyWatch()
+	cfg := b.cfg
+	// Claims of one job a key: the keys reach their limit only through passes over keys that run.
+	cfg.Concurrency, cfg.ClaimBatch, cfg.KeyRunJobs, cfg.KeyRunTime = keys*limit, keys, jobs, time.Hour
+	cfg.LeaseTTL, cfg.LeaderTTL = 10*time.Second, 10*time.Second // see TestKeyRunsOfSlotKeys
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+			w.enter(j.Data.BlogID, j.Data.Seq)
+			defer w.leave(j.Data.BlogID)
+			return nil
+		})
+	})
+	waitFor(t, "all processed", 60*time.Second, func() (bool, error) {
+		return d.Stats().Processed == jobs, nil
+	})
+	s := d.Stats()
+	if passes := s.Claimed - s.RunClaimed; s.Claimed != jobs || passes > keys*limit {
+		t.Errorf("claimed %d jobs, %d of them by claim passes; want %d, at most %d (one run per slot)",
+			s.Claimed, passes, jobs, keys*limit)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := range int64(keys) {
+		if len(w.order[k]) != jobs/keys || w.maxSeen[k] > limit {
+			t.Errorf("key %d started %d jobs, up to %d at once; want %d, at most %d at once",
+				k, len(w.order[k]), w.maxSeen[k], jobs/keys, limit)
+		}
+	}
+}
