@@ -401,20 +401,22 @@ func (p *producer) pauseFinishes(ctx context.Context, heads []head, locks []*exe
 // left without a job gives its queue lock back (locks[i] becomes nil).
 func (p *producer) lockNextOfKeys(ctx context.Context, tx pgx.Tx, heads []head, locks []*execlock.Lock) error {
 	byKey := map[string][]int{} // the heads to lock of each key, in order
-	var first []int64           // the first of each key's heads
-	var counts []int32
+	var keys []string           // in the order of their first heads
 	for i, h := range heads {
 		if len(h.snapBusy) == 0 || locks[i] == nil {
 			continue
 		}
 		if byKey[h.key] == nil {
-			first, counts = append(first, h.id), append(counts, 0)
+			keys = append(keys, h.key)
 		}
 		byKey[h.key] = append(byKey[h.key], i)
-		counts[len(counts)-1]++
 	}
-	if len(first) == 0 {
+	if len(keys) == 0 {
 		return nil
+	}
+	first, counts := make([]int64, len(keys)), make([]int32, len(keys)) // each key's first head, and how many
+	for j, key := range keys {
+		first[j], counts[j] = heads[byKey[key][0]].id, int32(len(byKey[key]))
 	}
 	rows, err := tx.Query(ctx, p.sql.nextOfKeys, first, counts)
 	if err != nil {
