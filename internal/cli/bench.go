@@ -39,7 +39,7 @@ scenarios and targets (for a 2-core machine):
           that reached it, the failed lock attempts, the slot wait (a slot freed at the limit ->
           the key's next start) and the least work time the slow jobs allow (slow_bound_s: the
           key with the most, sleeping on all its slots)
-                                         max per key <= limit; >= 80% of unique's jobs/s
+                                         max per key <= limit; >= 90% of unique's jobs/s
   fair    --big-jobs jobs of one key enqueued first, then --small-keys keys of one job each; the
           dispatchers start once all wait. Times the small jobs' starts and counts the big jobs
           started before the last of them; the big key must never run more than --key-limit.
