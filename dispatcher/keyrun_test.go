@@ -440,9 +440,8 @@ func TestKeyRunsOfSlotKeys(t *testing.T) {
 }
 
 // Claim passes that add runs to keys that already run (ten keys of four slots, fast jobs, claims of
-// one job a key) do not
-// take those runs' next jobs from them: every slot starts one run, which lasts until its key has
-// no job left, so claim passes claim no more jobs than there are slots.
+// one job a key) do not take those runs' next jobs from them: every slot starts one run, which
+// lasts until its key has no job left, so claim passes claim no more jobs than there are slots.
 func TestClaimPassesLeaveRunningKeyRunsGoing(t *testing.T) {
 	t.Parallel()
 	const keys, limit, jobs = 10, 4, 4000
