@@ -17,11 +17,8 @@ func TestRefreshBusyReadsEachKeysSlots(t *testing.T) {
 	db := planTable(t, kind, "INSERT INTO busy_slots_job (k, n) SELECT g %% 3, g FROM generate_series(1, %d) g", planMoment{jobs: 12})
 	ctx := t.Context()
 	// Key 1 runs jobs 1 and 4 on slots 2 and 0; key 2 runs nothing; key 0 runs job 3 on slot 1.
-	if _, err := db.Exec(ctx, `UPDATE busy_slots_job SET lease_expires_at = now() + interval '1 minute', lease_owner = 'test',
-		attempts_made = 1, started_at = now(), lock_slot = CASE id WHEN 1 THEN 2 WHEN 4 THEN 0 ELSE 1 END WHERE id IN (1, 4, 3)`); err != nil {
-		t.Fatal(err)
-	}
-	p := &producer{kindRunner: &kindRunner{info: kind.Info(), sql: buildSQL(kind.Info()), keyed: true}}
+	startJobs(t, db, "busy_slots_job", "CASE id WHEN 1 THEN 2 WHEN 4 THEN 0 ELSE 1 END", 1, 4, 3)
+	p := keyedProducer(kind.Info())
 	hs := []head{
 		{id: 7, limit: 3, busy: []int{9}}, {id: 10, limit: 3}, {id: 2, limit: 3, busy: []int{9}},
 		{id: 6, limit: 3}, {id: 9, limit: 1, busy: []int{7}},

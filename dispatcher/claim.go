@@ -53,14 +53,14 @@ func (p *producer) claim(ctx context.Context, n int) (claims []*claimed, due due
 	if err != nil {
 		return nil, due, fmt.Errorf("dispatcher: claiming %q jobs: %w", p.info.Name, err)
 	}
+	var resume func() // ends the pause of the kind's finishes that a keyed pass may take
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 			claims = nil
 		}
-		if p.resumeFinishes != nil {
-			p.resumeFinishes()
-			p.resumeFinishes = nil
+		if resume != nil {
+			resume()
 		}
 	}()
 	if lim.maxRunning != nil {
@@ -71,7 +71,7 @@ func (p *producer) claim(ctx context.Context, n int) (claims []*claimed, due due
 	switch {
 	case n == 0:
 	case p.keyed:
-		claims, err = p.claimKeyed(ctx, tx, n, lim.keyLimit)
+		claims, resume, err = p.claimKeyed(ctx, tx, n, lim.keyLimit)
 	default:
 		claims, err = p.claimPlain(ctx, tx, n)
 	}
@@ -183,8 +183,9 @@ func (p *producer) claimedPlain(from int64, claims []*claimed, at time.Time) {
 // claimKeyed chooses the due jobs that may start under their key's limit (see internal/heads), takes a
 // queue lock on a free slot of each key for each of them, and claims the rows whose lock it got, in tx
 // so that other dispatchers skip them. A key that runs jobs has its rows locked only once its queue
-// locks are taken (see lockNextOfKeys). keyLimit is the kind's per-key default.
-func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (claims []*claimed, err error) {
+// locks are taken (see lockNextOfKeys), with the kind's finish statements paused; call resume, when
+// not nil, once tx has ended. keyLimit is the kind's per-key default.
+func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (claims []*claimed, resume func(), err error) {
 	var locks []*execlock.Lock // queue locks taken, released unless their job is claimed
 	var heads []head
 	defer func() {
@@ -193,15 +194,15 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 	}()
 	heads, _, err = p.heads.pick(ctx, tx, n, keyLimit)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := p.refreshBusy(ctx, tx, heads); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	locks = p.lockHeads(ctx, heads)
-	p.pauseFinishes(ctx, heads, locks)
+	resume = p.pauseFinishes(ctx, heads, locks)
 	if err := p.lockNextOfKeys(ctx, tx, heads, locks); err != nil {
-		return nil, err
+		return nil, resume, err
 	}
 	var got []*execlock.Lock
 	var locked []head
@@ -213,11 +214,11 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 	}
 	locks = got
 	if len(locked) == 0 {
-		return nil, nil
+		return nil, resume, nil
 	}
 	claims, err = p.claimIDs(ctx, tx, locked, slots)
 	if err != nil {
-		return nil, err
+		return nil, resume, err
 	}
 	byID := make(map[int64]*execlock.Lock, len(locked))
 	for i, h := range locked {
@@ -226,7 +227,7 @@ func (p *producer) claimKeyed(ctx context.Context, tx pgx.Tx, n, keyLimit int) (
 	for _, c := range claims {
 		c.queueLock = byID[c.id]
 	}
-	return claims, nil
+	return claims, resume, nil
 }
 
 // lockParallelism is how many heads' queue locks a claim pass takes at once. A pass holds its row
@@ -383,15 +384,16 @@ func (p *producer) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) err
 	return nil
 }
 
-// pauseFinishes holds the kind's finish statements back (see finisher.pauseStatements) until the
-// pass's transaction ends, when the pass is about to lock the next jobs of keys that run.
-func (p *producer) pauseFinishes(ctx context.Context, heads []head, locks []*execlock.Lock) {
+// pauseFinishes holds the kind's finish statements back (see finisher.pauseStatements) when the pass
+// is about to lock the next jobs of keys that run, and returns the function that ends the pause (nil
+// when none was taken).
+func (p *producer) pauseFinishes(ctx context.Context, heads []head, locks []*execlock.Lock) (resume func()) {
 	for i, h := range heads {
 		if len(h.snapBusy) > 0 && locks[i] != nil {
-			p.resumeFinishes = p.fin.pauseStatements(ctx)
-			return
+			return p.fin.pauseStatements(ctx)
 		}
 	}
+	return nil
 }
 
 // lockNextOfKeys locks the rows of the heads whose key ran jobs when the heads were chosen, which

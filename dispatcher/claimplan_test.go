@@ -59,6 +59,22 @@ func planTable[T any](t *testing.T, kind *jobinfo.Kind[T], insert string, m plan
 	return s.Pool
 }
 
+// startJobs marks the jobs ids of table as running under a lease of a minute, each on the slot
+// that the SQL expression slot gives it (of the row's columns, id among them).
+func startJobs(t *testing.T, db *pgxpool.Pool, table, slot string, ids ...int64) {
+	t.Helper()
+	if _, err := db.Exec(t.Context(), fmt.Sprintf(`UPDATE %s SET lease_expires_at = now() + interval '1 minute', lease_owner = 'test',
+		attempts_made = 1, started_at = now(), lock_slot = %s WHERE id = ANY ($1)`, table, slot), ids); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// keyedProducer is a producer of the keyed kind info with nothing started: enough to run its claim
+// pass's statements.
+func keyedProducer(info *jobinfo.Info) *producer {
+	return &producer{kindRunner: &kindRunner{info: info, sql: buildSQL(info), keyed: true}}
+}
+
 // TestClaimPlanNeverReadsTheTable checks the plan a pooled connection keeps for a plain kind's claim.
 // pgx prepares it once per connection, and PostgreSQL keeps its generic plan, made with the table's
 // size of that moment, until the table is next analyzed: the plan must not read the whole table

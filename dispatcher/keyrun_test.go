@@ -390,6 +390,32 @@ func TestKeyRunRenewsItsLockAfterASlowFinish(t *testing.T) {
 	}
 }
 
+// workSlotKeys enqueues jobs of kind over keys 0 to keys-1 in turn, works them with cfg through a
+// handler that records them in the returned keyWatch and then calls then, and returns the
+// dispatcher's stats once all are processed.
+func workSlotKeys(t *testing.T, b *runBundle, kind *jobinfo.Kind[postSync], keys, jobs int, cfg dispatcher.Config, then func(postSync)) (dispatcher.Stats, *keyWatch) {
+	t.Helper()
+	createKind(t, b.db, kind)
+	var order []int64
+	for i := range jobs {
+		order = append(order, int64(i%keys))
+	}
+	enqueueSeq(t, b, kind, order...)
+	w := newKeyWatch()
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+			w.enter(j.Data.BlogID, j.Data.Seq)
+			defer w.leave(j.Data.BlogID)
+			then(j.Data)
+			return nil
+		})
+	})
+	waitFor(t, "all processed", 60*time.Second, func() (bool, error) {
+		return d.Stats().Processed == int64(jobs), nil
+	})
+	return d.Stats(), w
+}
+
 // Many runs of keys with ten slots each, finishing in batches two statements at a time: every job
 // is worked once and recorded, without a statement waiting on another's row locks (a finish that
 // waited past the lease would leave its jobs to the rescue, as stale finishes) and without more
@@ -398,32 +424,16 @@ func TestKeyRunsOfSlotKeys(t *testing.T) {
 	t.Parallel()
 	const keys, jobs = 50, 5000
 	b := newRun(t)
-	kind := jobinfo.MustDefine[postSync]("run_slot_keys", jobinfo.KeyLimit(10))
-	createKind(t, b.db, kind)
-	var order []int64
-	for i := range jobs {
-		order = append(order, int64(i%keys))
-	}
-	enqueueSeq(t, b, kind, order...)
-	w := newKeyWatch()
 	cfg := b.cfg
 	// 500 workers finish in batches that wait for a database shared with the rest of the suite: the
 	// lease must outlast a slow finish, or the rescuer takes jobs whose outcome is on its way.
 	cfg.Concurrency, cfg.LeaseTTL, cfg.LeaderTTL = 500, 10*time.Second, 10*time.Second
-	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
-		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
-			w.enter(j.Data.BlogID, j.Data.Seq)
-			defer w.leave(j.Data.BlogID)
-			if j.Data.Seq%50 == 7 {
-				time.Sleep(100 * time.Millisecond)
-			}
-			return nil
-		})
+	kind := jobinfo.MustDefine[postSync]("run_slot_keys", jobinfo.KeyLimit(10))
+	s, w := workSlotKeys(t, b, kind, keys, jobs, cfg, func(j postSync) {
+		if j.Seq%50 == 7 {
+			time.Sleep(100 * time.Millisecond)
+		}
 	})
-	waitFor(t, "all processed", 60*time.Second, func() (bool, error) {
-		return d.Stats().Processed == jobs, nil
-	})
-	s := d.Stats()
 	if s.StaleFinishes != 0 || s.Rescued != 0 || s.LeasesLost != 0 || s.RunClaimed == 0 {
 		t.Errorf("stats %+v: want no stale finish, rescue or lost lease, and jobs claimed by runs", s)
 	}
@@ -446,29 +456,12 @@ func TestClaimPassesLeaveRunningKeyRunsGoing(t *testing.T) {
 	t.Parallel()
 	const keys, limit, jobs = 10, 4, 4000
 	b := newRun(t)
-	kind := jobinfo.MustDefine[postSync]("run_passes_leave_runs", jobinfo.KeyLimit(limit))
-	createKind(t, b.db, kind)
-	var order []int64
-	for i := range jobs {
-		order = append(order, int64(i%keys))
-	}
-	enqueueSeq(t, b, kind, order...)
-	w := newKeyWatch()
 	cfg := b.cfg
 	// Claims of one job a key: the keys reach their limit only through passes over keys that run.
 	cfg.Concurrency, cfg.ClaimBatch, cfg.KeyRunJobs, cfg.KeyRunTime = keys*limit, keys, jobs, time.Hour
 	cfg.LeaseTTL, cfg.LeaderTTL = 10*time.Second, 10*time.Second // see TestKeyRunsOfSlotKeys
-	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
-		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
-			w.enter(j.Data.BlogID, j.Data.Seq)
-			defer w.leave(j.Data.BlogID)
-			return nil
-		})
-	})
-	waitFor(t, "all processed", 60*time.Second, func() (bool, error) {
-		return d.Stats().Processed == jobs, nil
-	})
-	s := d.Stats()
+	kind := jobinfo.MustDefine[postSync]("run_passes_leave_runs", jobinfo.KeyLimit(limit))
+	s, w := workSlotKeys(t, b, kind, keys, jobs, cfg, func(postSync) {})
 	if passes := s.Claimed - s.RunClaimed; s.Claimed != jobs || passes > keys*limit {
 		t.Errorf("claimed %d jobs, %d of them by claim passes; want %d, at most %d (one run per slot)",
 			s.Claimed, passes, jobs, keys*limit)

@@ -18,17 +18,14 @@ func TestLockNextOfKeysLocksEachKeysHeads(t *testing.T) {
 	db := planTable(t, kind, "INSERT INTO next_of_keys_job (k, n) SELECT g %% 3, g FROM generate_series(1, %d) g", planMoment{jobs: 12})
 	ctx := t.Context()
 	// Each key runs its first job on slot 0.
-	if _, err := db.Exec(ctx, `UPDATE next_of_keys_job SET lease_expires_at = now() + interval '1 minute', lease_owner = 'test',
-		attempts_made = 1, started_at = now(), lock_slot = 0 WHERE id IN (1, 2, 3)`); err != nil {
-		t.Fatal(err)
-	}
+	startJobs(t, db, "next_of_keys_job", "0", 1, 2, 3)
 	r := testenv.NewRedis(t)
 	locker, err := execlock.New(&execlock.Config{Nodes: r.Clients, Prefix: r.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(locker.Close)
-	p := &producer{kindRunner: &kindRunner{info: kind.Info(), sql: buildSQL(kind.Info()), keyed: true}}
+	p := keyedProducer(kind.Info())
 	// Two heads a key, in the kind's order: keys 1, 2, 0, 1, 2, 0.
 	heads := []head{
 		{id: 4, key: "1"}, {id: 5, key: "2"}, {id: 6, key: "0"},

@@ -14,9 +14,6 @@ import (
 type producer struct {
 	*kindRunner
 	heads headPicker // a keyed kind's
-	// resumeFinishes ends the pause of the kind's finish statements that the claim pass under way
-	// holds (see pauseFinishes); nil when it holds none.
-	resumeFinishes func()
 
 	// limits is the copy of the kind's stored limits in force, read at limitsRead (see currentLimits).
 	limits     kindLimits
