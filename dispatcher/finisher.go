@@ -127,6 +127,7 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	continued := 0 // key runs the loop's last statement continued
 	for {
 		turn.Lock()
 		req, ok := <-reqs
@@ -148,12 +149,12 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 			}
 		}
 		// A finished job of a kind with a total limit holds its share of it until its outcome is
-		// written, and a key run's next job waits for its predecessor's, so those are written at once.
+		// written, so those are written at once; key runs wait only for each other (see gatherMore).
 		if len(batch) < finishGatherBelow && f.gather > 0 && !f.k.hasTotal.Load() {
-			batch = gatherMore(batch, reqs, timer, f.gather, finishGatherBelow)
+			batch = gatherMore(batch, reqs, timer, f.gather, finishGatherBelow, continued)
 		}
 		turn.Unlock()
-		f.flush(batch)
+		continued = f.flush(batch)
 	}
 }
 
@@ -162,26 +163,50 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 // enough rows that waiting for more would save little.
 const finishGatherBelow = 128
 
-// gatherMore adds to batch the outcomes that come within wait, until it holds upTo or one that
-// continues a key run (then at once), whose next job waits for the statement. When jobs trickle in, each
-// outcome would otherwise be a statement and a commit of its own; under load the batch fills at
-// once, and the outcomes left in the lane wait for the next statement rather than holding this one
-// back.
-func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait time.Duration, upTo int) []finishReq {
-	if slices.ContainsFunc(batch, finishReq.continuesRun) {
-		return batch
+// gatherMore adds to batch the outcomes that come within wait, until it holds upTo. When jobs
+// trickle in, each outcome would otherwise be a statement and a commit of its own; under load the
+// batch fills at once, and the outcomes left in the lane wait for the next statement rather than
+// holding this one back.
+//
+// An outcome that continues a key run has its next job waiting for the statement, so a batch with
+// one waits only for the other runs the lane's last statement continued (expected): while each
+// comes within runGatherGap of the one before, for runGatherMax at most. Those runs' jobs started
+// together, and fast ones end together: one statement for all of them is a statement sooner for
+// most than one for the first and another, after it, for the rest. A lone run does not wait.
+func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait time.Duration, upTo, expected int) []finishReq {
+	deadline := time.Now().Add(wait)
+	runs := 0
+	addRun := func() {
+		if runs++; runs == 1 && time.Until(deadline) > runGatherMax {
+			deadline = time.Now().Add(runGatherMax)
+		}
 	}
-	timer.Reset(wait)
-	defer timer.Stop()
+	for _, r := range batch {
+		if r.continuesRun() {
+			addRun()
+		}
+	}
 	for len(batch) < upTo {
+		d := time.Until(deadline)
+		if runs > 0 {
+			if runs >= expected {
+				return batch
+			}
+			d = min(d, runGatherGap)
+		}
+		if d <= 0 {
+			return batch
+		}
+		timer.Reset(d)
 		select {
 		case r, ok := <-reqs:
+			timer.Stop()
 			if !ok {
 				return batch
 			}
 			batch = append(batch, r)
 			if r.continuesRun() {
-				return batch
+				addRun()
 			}
 		case <-timer.C:
 			return batch
@@ -190,6 +215,14 @@ func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait 
 	return batch
 }
 
+// runGatherGap and runGatherMax bound the wait for the outcomes of key runs gathered into one batch
+// (see gatherMore): longer than the workers a statement woke take to end fast jobs and send their
+// outcomes, shorter than a statement.
+const (
+	runGatherGap = 300 * time.Microsecond
+	runGatherMax = time.Millisecond
+)
+
 // continuesRun reports whether the outcome continues a key run (see finishReq.next).
 func (r finishReq) continuesRun() bool { return r.next != nil }
 
@@ -197,8 +230,8 @@ func (r finishReq) continuesRun() bool { return r.next != nil }
 // until the database answers or Stop's deadline passes: the rows' leases may run out on the
 // database's clock meanwhile, but the rescuer leaves them to this dispatcher once it is back (see
 // reach.go). An error the database answered with is retried for up to a lease, then given up: the
-// rescuer will retry those jobs.
-func (f *finisher) flush(batch []finishReq) {
+// rescuer will retry those jobs. It returns how many key runs the batch continued.
+func (f *finisher) flush(batch []finishReq) (continued int) {
 	k := f.k
 	answered := time.Now().Add(k.sh.cfg.LeaseTTL) // the bound for errors the database answered with
 	wait := 50 * time.Millisecond
@@ -229,7 +262,7 @@ func (f *finisher) flush(batch []finishReq) {
 				}
 				r.held <- held.ok[r.id]
 			}
-			return
+			return len(held.next)
 		}
 		k.sh.noteReach(err)
 		if failing.IsZero() {
@@ -253,7 +286,7 @@ func (f *finisher) flush(batch []finishReq) {
 				}
 				r.held <- false
 			}
-			return
+			return 0
 		}
 		if time.Since(warned) >= time.Minute {
 			warned = time.Now()

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 )
@@ -53,7 +54,7 @@ func TestGatherMoreTakesWhatComesWithinTheWait(t *testing.T) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	start := time.Now()
-	batch := gatherMore([]finishReq{{id: 1}}, reqs, timer, 200*time.Millisecond, 10)
+	batch := gatherMore([]finishReq{{id: 1}}, reqs, timer, 200*time.Millisecond, 10, 0)
 	if len(batch) != 4 || batch[3].id != 4 {
 		t.Fatalf("gathered %v; want the 4 outcomes", batch)
 	}
@@ -65,7 +66,7 @@ func TestGatherMoreTakesWhatComesWithinTheWait(t *testing.T) {
 		reqs <- finishReq{id: int64(10 + i)}
 	}
 	start = time.Now()
-	if batch := gatherMore([]finishReq{{id: 9}}, reqs, timer, time.Hour, 3); len(batch) != 3 || len(reqs) != 1 {
+	if batch := gatherMore([]finishReq{{id: 9}}, reqs, timer, time.Hour, 3, 0); len(batch) != 3 || len(reqs) != 1 {
 		t.Errorf("gathered %d outcomes, %d left; want 3 and 1", len(batch), len(reqs))
 	}
 	if took := time.Since(start); took > time.Second {
@@ -74,10 +75,72 @@ func TestGatherMoreTakesWhatComesWithinTheWait(t *testing.T) {
 	<-reqs
 	close(reqs)
 	start = time.Now()
-	if batch := gatherMore([]finishReq{{id: 5}}, reqs, timer, time.Hour, 10); len(batch) != 1 {
+	if batch := gatherMore([]finishReq{{id: 5}}, reqs, timer, time.Hour, 10, 0); len(batch) != 1 {
 		t.Errorf("after close: gathered %d outcomes, want 1", len(batch))
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("after close: returned after %v; want at once", took)
+	}
+}
+
+// A batch that continues a key run waits for the runs the lane's last statement continued, and no
+// longer: not for FinishWait, and not at all for a lone run.
+func TestGatherMoreWaitsOnlyForTheRunsExpected(t *testing.T) {
+	run := func(id int64) finishReq { return finishReq{id: id, next: make(chan *claimed, 1)} }
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	ids := func(batch []finishReq) (ids []int64) {
+		for _, r := range batch {
+			ids = append(ids, r.id)
+		}
+		return ids
+	}
+
+	// Three runs expected: it takes what comes until the third, an outcome that ends a run included,
+	// and leaves the rest in the lane.
+	reqs := make(chan finishReq, 10)
+	reqs <- run(2)
+	reqs <- finishReq{id: 3}
+	reqs <- run(4)
+	reqs <- run(5)
+	start := time.Now()
+	batch := gatherMore([]finishReq{run(1)}, reqs, timer, time.Hour, 10, 3)
+	if got := ids(batch); !slices.Equal(got, []int64{1, 2, 3, 4}) || len(reqs) != 1 {
+		t.Errorf("gathered %v with %d left; want [1 2 3 4] and 1", got, len(reqs))
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("returned after %v; want as soon as the third run came", took)
+	}
+
+	// A lone run goes at once, with the outcome waiting behind it left for the next statement.
+	batch = gatherMore([]finishReq{run(6)}, reqs, timer, time.Hour, 10, 1)
+	if got := ids(batch); !slices.Equal(got, []int64{6}) || len(reqs) != 1 {
+		t.Errorf("gathered %v with %d left; want [6] and 1", got, len(reqs))
+	}
+	<-reqs
+
+	// Runs expected that do not come (slow handlers) hold the batch for a gap, not for the wait.
+	start = time.Now()
+	batch = gatherMore([]finishReq{run(7)}, reqs, timer, time.Hour, 10, 5)
+	if got := ids(batch); !slices.Equal(got, []int64{7}) {
+		t.Errorf("gathered %v; want [7]", got)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("returned after %v; want about %v", took, runGatherGap)
+	}
+
+	// A batch without a run waits the whole wait, but one that comes makes it a batch of runs.
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		reqs <- finishReq{id: 9}
+		reqs <- run(10)
+	}()
+	start = time.Now()
+	batch = gatherMore([]finishReq{{id: 8}}, reqs, timer, time.Hour, 10, 1)
+	if got := ids(batch); !slices.Equal(got, []int64{8, 9, 10}) {
+		t.Errorf("gathered %v; want [8 9 10]", got)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("returned after %v; want once the run came", took)
 	}
 }
