@@ -186,21 +186,18 @@ func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait 
 			addRun()
 		}
 	}
+	timer.Reset(wait)
+	defer timer.Stop()
 	for len(batch) < upTo {
-		d := time.Until(deadline)
 		if runs > 0 {
-			if runs >= expected {
+			d := min(runGatherGap, time.Until(deadline))
+			if runs >= expected || d <= 0 {
 				return batch
 			}
-			d = min(d, runGatherGap)
+			timer.Reset(d) // discards an expiry not received yet
 		}
-		if d <= 0 {
-			return batch
-		}
-		timer.Reset(d)
 		select {
 		case r, ok := <-reqs:
-			timer.Stop()
 			if !ok {
 				return batch
 			}
