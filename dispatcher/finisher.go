@@ -45,14 +45,15 @@ const finishStatements = 2
 type finisher struct {
 	k      *kindRunner
 	lanes  []chan finishReq
-	gather time.Duration // see gatherMore
+	gather gathering
 	done   chan struct{} // closed once every statement has returned after close
 	// statements holds a unit for each statement being sent; pauseStatements takes them all.
 	statements *semaphore.Weighted
 }
 
 func newFinisher(k *kindRunner) *finisher {
-	f := &finisher{k: k, gather: k.sh.cfg.FinishWait, done: make(chan struct{}), statements: semaphore.NewWeighted(finishStatements)}
+	f := &finisher{k: k, done: make(chan struct{}), statements: semaphore.NewWeighted(finishStatements),
+		gather: gathering{wait: k.sh.cfg.FinishWait, upTo: finishGatherBelow, runGap: runGatherGap, runMost: runGatherMost}}
 	lanes := 1
 	if k.keyed {
 		lanes = finishStatements
@@ -150,8 +151,8 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 		}
 		// A finished job of a kind with a total limit holds its share of it until its outcome is
 		// written, so those are written at once; key runs wait only for each other (see gatherMore).
-		if len(batch) < finishGatherBelow && f.gather > 0 && !f.k.hasTotal.Load() {
-			batch = gatherMore(batch, reqs, timer, f.gather, finishGatherBelow, continued)
+		if len(batch) < f.gather.upTo && f.gather.wait > 0 && !f.k.hasTotal.Load() {
+			batch = gatherMore(batch, reqs, timer, f.gather, continued)
 		}
 		turn.Unlock()
 		continued = f.flush(batch)
@@ -163,22 +164,31 @@ func (f *finisher) run(reqs chan finishReq, turn *sync.Mutex) {
 // enough rows that waiting for more would save little.
 const finishGatherBelow = 128
 
-// gatherMore adds to batch the outcomes that come within wait, until it holds upTo. When jobs
+// gathering bounds how long a batch of outcomes waits for more (see gatherMore).
+type gathering struct {
+	wait time.Duration // Config.FinishWait: the longest a batch waits
+	upTo int           // the size at which a batch stops waiting
+	// runGap and runMost bound a batch that continues key runs: the wait for each next outcome,
+	// and in all.
+	runGap, runMost time.Duration
+}
+
+// gatherMore adds to batch the outcomes that come within g.wait, until it holds g.upTo. When jobs
 // trickle in, each outcome would otherwise be a statement and a commit of its own; under load the
 // batch fills at once, and the outcomes left in the lane wait for the next statement rather than
 // holding this one back.
 //
 // An outcome that continues a key run has its next job waiting for the statement, so a batch with
 // one waits only for the other runs the lane's last statement continued (expected): while each
-// comes within runGatherGap of the one before, for runGatherMax at most. Those runs' jobs started
+// comes within g.runGap of the one before, for g.runMost at most. Those runs' jobs started
 // together, and fast ones end together: one statement for all of them is a statement sooner for
 // most than one for the first and another, after it, for the rest. A lone run does not wait.
-func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait time.Duration, upTo, expected int) []finishReq {
-	deadline := time.Now().Add(wait)
+func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, g gathering, expected int) []finishReq {
+	deadline := time.Now().Add(g.wait)
 	runs := 0
 	addRun := func() {
-		if runs++; runs == 1 && time.Until(deadline) > runGatherMax {
-			deadline = time.Now().Add(runGatherMax)
+		if runs++; runs == 1 && time.Until(deadline) > g.runMost {
+			deadline = time.Now().Add(g.runMost)
 		}
 	}
 	for _, r := range batch {
@@ -186,11 +196,11 @@ func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait 
 			addRun()
 		}
 	}
-	timer.Reset(wait)
+	timer.Reset(g.wait)
 	defer timer.Stop()
-	for len(batch) < upTo {
+	for len(batch) < g.upTo {
 		if runs > 0 {
-			d := min(runGatherGap, time.Until(deadline))
+			d := min(g.runGap, time.Until(deadline))
 			if runs >= expected || d <= 0 {
 				return batch
 			}
@@ -212,12 +222,11 @@ func gatherMore(batch []finishReq, reqs chan finishReq, timer *time.Timer, wait 
 	return batch
 }
 
-// runGatherGap and runGatherMax bound the wait for the outcomes of key runs gathered into one batch
-// (see gatherMore): longer than the workers a statement woke take to end fast jobs and send their
-// outcomes, shorter than a statement.
+// runGatherGap and runGatherMost are a finisher's gathering.runGap and runMost: longer than the
+// workers a statement woke take to end fast jobs and send their outcomes, shorter than a statement.
 const (
-	runGatherGap = 300 * time.Microsecond
-	runGatherMax = time.Millisecond
+	runGatherGap  = 300 * time.Microsecond
+	runGatherMost = time.Millisecond
 )
 
 // continuesRun reports whether the outcome continues a key run (see finishReq.next).
