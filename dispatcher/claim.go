@@ -30,7 +30,7 @@ type claimed struct {
 	claimedAt    time.Time
 	queueLock    *execlock.Lock
 	// lastOfKey: no job of its key waited after it when a claim pass claimed it, so a key run from
-	// it ends with it (see continueRun). The claims of key runs do not read it.
+	// it ends with it (see runEnds). The claims of key runs do not read it.
 	lastOfKey bool
 }
 

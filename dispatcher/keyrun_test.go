@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -82,6 +83,9 @@ func TestKeyRunWorksItsKeyUnderOneLock(t *testing.T) {
 	if s.Claimed != 20 || s.RunClaimed != 18 || s.Processed != 20 {
 		t.Errorf("stats: claimed %d, by runs %d, processed %d; want 20, 18, 20", s.Claimed, s.RunClaimed, s.Processed)
 	}
+	if want := [len(s.KeyRunsEnded)]int64{dispatcher.RunEndNoNext: 2}; s.KeyRunsEnded != want {
+		t.Errorf("runs ended %v, want %v: one per key, each once its key had no job left", s.KeyRunsEnded, want)
+	}
 	if s.Locks.Acquired != 4 || s.Locks.Taken != 0 {
 		t.Errorf("lock calls: %d acquired, %d taken; want 4 and 0", s.Locks.Acquired, s.Locks.Taken)
 	}
@@ -91,16 +95,21 @@ func TestKeyRunWorksItsKeyUnderOneLock(t *testing.T) {
 }
 
 // A run gives its key back at its budget, and the job of another key that waits in the kind's order
-// between the key's jobs starts then; without a budget the run works its key to the end first.
+// between the key's jobs starts then; without a budget the run works its key to the end first. Stats
+// and the observer count each run's end: key 2's only job, and key 1's last under the larger budget,
+// leave their run no next job.
 func TestKeyRunGivesItsKeyBackAtItsBudget(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		jobs int
 		want []string
+		ends map[dispatcher.RunEnd][]int // the runs' lengths, by how they ended
 	}{
-		{"budget of 5 jobs", 5, []string{"1/0", "1/1", "1/2", "1/3", "1/4", "2/0", "1/5", "1/6", "1/7", "1/8", "1/9"}},
-		{"budget of 100 jobs", 100, []string{"1/0", "1/1", "1/2", "1/3", "1/4", "1/5", "1/6", "1/7", "1/8", "1/9", "2/0"}},
+		{"budget of 5 jobs", 5, []string{"1/0", "1/1", "1/2", "1/3", "1/4", "2/0", "1/5", "1/6", "1/7", "1/8", "1/9"},
+			map[dispatcher.RunEnd][]int{dispatcher.RunEndBudget: {5, 5}, dispatcher.RunEndNoNext: {1}}},
+		{"budget of 100 jobs", 100, []string{"1/0", "1/1", "1/2", "1/3", "1/4", "1/5", "1/6", "1/7", "1/8", "1/9", "2/0"},
+			map[dispatcher.RunEnd][]int{dispatcher.RunEndNoNext: {10, 1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -109,9 +118,10 @@ func TestKeyRunGivesItsKeyBackAtItsBudget(t *testing.T) {
 			createKind(t, b.db, kind)
 			enqueueSeq(t, b, kind, append(append(repeatKey(1, 5), 2), repeatKey(1, 5)...)...)
 			var o startOrder
+			runs := newRecorder()
 			cfg := b.cfg
-			cfg.Concurrency, cfg.KeyRunJobs, cfg.KeyRunTime = 1, tc.jobs, time.Hour
-			b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+			cfg.Concurrency, cfg.KeyRunJobs, cfg.KeyRunTime, cfg.Observer = 1, tc.jobs, time.Hour, runs
+			d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
 				return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
 					o.add(j.Data)
 					return nil
@@ -120,8 +130,19 @@ func TestKeyRunGivesItsKeyBackAtItsBudget(t *testing.T) {
 			waitFor(t, "all processed", 30*time.Second, func() (bool, error) {
 				return countWhere(t, b.db, "run_budget", "processed_at IS NOT NULL") == 11, nil
 			})
+			stopNow(t, d)
 			if got := o.list(); !slices.Equal(got, tc.want) {
 				t.Errorf("started %v, want %v", got, tc.want)
+			}
+			var want [len(dispatcher.Stats{}.KeyRunsEnded)]int64
+			for end, lengths := range tc.ends {
+				want[end] = int64(len(lengths))
+			}
+			if got := d.Stats().KeyRunsEnded; got != want {
+				t.Errorf("Stats.KeyRunsEnded %v, want %v", got, want)
+			}
+			if got := runs.keyRuns("run_budget"); !maps.EqualFunc(got, tc.ends, slices.Equal) {
+				t.Errorf("observed runs (lengths by end) %v, want %v", got, tc.ends)
 			}
 		})
 	}
@@ -265,8 +286,12 @@ func TestKeyRunEndsWhenItsLimitsChange(t *testing.T) {
 				if n := countWhere(t, b.db, "run_limits", "processed_at IS NULL AND attempts_made = 0 AND lease_expires_at IS NULL"); n != 6-tc.limit {
 					t.Fatalf("%d of the key's later jobs wait unclaimed after the change, want %d", n, 6-tc.limit)
 				}
-				if s := d.Stats(); s.RunClaimed != 0 || s.Failed+s.Retried != 0 {
+				s := d.Stats()
+				if s.RunClaimed != 0 || s.Failed+s.Retried != 0 {
 					t.Fatalf("stats %+v: the runs claimed or a running job did not finish", s)
+				}
+				if want := [len(s.KeyRunsEnded)]int64{dispatcher.RunEndNoNext: int64(tc.limit)}; s.KeyRunsEnded != want {
+					t.Errorf("runs ended %v, want %v: each blocked job's run, for want of a next job", s.KeyRunsEnded, want)
 				}
 				if err := tc.undo(ctx, b, "run_limits"); err != nil {
 					t.Fatal(err)

@@ -86,21 +86,10 @@ var outcomeNames = [numOutcomes]string{"processed", "retried", "failed", "discar
 
 // String returns the outcome's name as metrics label it: processed, retried, failed, discarded,
 // snoozed, run_again, released, lease_lost, stale, timed_out.
-func (o Outcome) String() string {
-	if o >= numOutcomes {
-		return "unknown"
-	}
-	return outcomeNames[o]
-}
+func (o Outcome) String() string { return nameOf(outcomeNames[:], o) }
 
 // Outcomes returns every Outcome, in order.
-func Outcomes() []Outcome {
-	all := make([]Outcome, numOutcomes)
-	for i := range all {
-		all[i] = Outcome(i)
-	}
-	return all
-}
+func Outcomes() []Outcome { return every(numOutcomes) }
 
 // LockResult is how one Redis lock attempt ended, as execlock.Stats counts it.
 type LockResult uint8
@@ -119,20 +108,69 @@ const (
 var lockResultNames = [numLockResults]string{"acquired", "taken", "unavailable"}
 
 // String returns the result's name as metrics label it: acquired, taken, unavailable.
-func (r LockResult) String() string {
-	if r >= numLockResults {
-		return "unknown"
-	}
-	return lockResultNames[r]
-}
+func (r LockResult) String() string { return nameOf(lockResultNames[:], r) }
 
 // LockResults returns every LockResult, in order.
-func LockResults() []LockResult {
-	all := make([]LockResult, numLockResults)
+func LockResults() []LockResult { return every(numLockResults) }
+
+// KeyRunObserver is a KindObserver that also counts key runs: a dispatcher calls KeyRunEnded on the
+// KindObserver of a keyed kind that implements it, once per run (see Config.KeyRunJobs), with why it
+// ended and how many jobs it ran. The rules of KindObserver's methods apply.
+type KeyRunObserver interface {
+	KeyRunEnded(why RunEnd, jobs int)
+}
+
+// RunEnd is why a key run ended and gave its key back, as a KeyRunObserver sees it. The set is
+// fixed, so metrics labelled with it stay bounded.
+type RunEnd uint8
+
+// The ends of a key run.
+const (
+	// RunEndNoNext: the key had no job the run could take next. None waited, or the database claimed
+	// none: none was due yet, the key's or the kind's limit was lowered or reached, the kind or the key
+	// was paused, or a claim pass held it.
+	RunEndNoNext RunEnd = iota
+	// RunEndBudget: the run used its fairness budget, Config.KeyRunJobs or KeyRunTime.
+	RunEndBudget
+	// RunEndOutcome: its last job waits to run again (retried, snoozed, run again or given back), and
+	// the key's later jobs wait behind it; or the outcome committed in the handler's transaction, as
+	// for every job of a RegisterTx kind.
+	RunEndOutcome
+	// RunEndLost: the job's lease or the run's execution lock was lost, or the lock could not be
+	// renewed before the next job.
+	RunEndLost
+	// RunEndAbandoned: the worker stopped waiting for a handler that outlived its context by
+	// Config.HandlerGrace.
+	RunEndAbandoned
+	// RunEndStopped: the dispatcher began to stop.
+	RunEndStopped
+	numRunEnds
+)
+
+var runEndNames = [numRunEnds]string{"no_next", "budget", "outcome", "lost", "abandoned", "stopped"}
+
+// String returns the end's name as metrics label it: no_next, budget, outcome, lost, abandoned,
+// stopped.
+func (r RunEnd) String() string { return nameOf(runEndNames[:], r) }
+
+// RunEnds returns every RunEnd, in order.
+func RunEnds() []RunEnd { return every(numRunEnds) }
+
+// every returns the n values of one of the enums above, in order.
+func every[E ~uint8](n E) []E {
+	all := make([]E, n)
 	for i := range all {
-		all[i] = LockResult(i)
+		all[i] = E(i)
 	}
 	return all
+}
+
+// nameOf returns e's name, "unknown" for a value past the enum's last.
+func nameOf[E ~uint8](names []string, e E) string {
+	if int(e) >= len(names) {
+		return "unknown"
+	}
+	return names[e]
 }
 
 // Everything below runs only when the kind has an observer: without one, each call site costs a nil
@@ -158,6 +196,14 @@ func (k *kindRunner) ended(out rowWrite, held bool, err, lost error, ran time.Du
 	k.sh.stats.ended[o].Add(1)
 	if k.obs != nil {
 		k.obs.JobFinished(o, ran)
+	}
+}
+
+// runEnded counts the end of a key run in Stats and reports it to the observer, if it counts runs.
+func (k *kindRunner) runEnded(run *keyRun) {
+	k.sh.stats.runsEnded[run.ended].Add(1)
+	if k.runObs != nil {
+		k.runObs.KeyRunEnded(run.ended, run.jobs)
 	}
 }
 

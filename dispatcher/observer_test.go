@@ -23,6 +23,7 @@ type recorder struct {
 	finished map[string]map[dispatcher.Outcome]int
 	locks    map[string]map[dispatcher.LockResult]int
 	rescued  map[string]int
+	runs     map[string]map[dispatcher.RunEnd][]int // each key run's length, by how it ended
 	// lockNodes are the LockNodes calls ("dispatcher up/total"), lockWaits the LockWait calls by kind.
 	lockNodes []string
 	lockWaits map[string][]bool
@@ -31,7 +32,7 @@ type recorder struct {
 func newRecorder() *recorder {
 	return &recorder{kinds: map[string]int{}, lags: map[string][]time.Duration{},
 		finished: map[string]map[dispatcher.Outcome]int{}, locks: map[string]map[dispatcher.LockResult]int{},
-		rescued: map[string]int{}, lockWaits: map[string][]bool{}}
+		rescued: map[string]int{}, runs: map[string]map[dispatcher.RunEnd][]int{}, lockWaits: map[string][]bool{}}
 }
 
 func (r *recorder) LockNodes(dispatcher string, up, total int) {
@@ -46,6 +47,7 @@ func (r *recorder) Kind(name string) dispatcher.KindObserver {
 	r.kinds[name]++
 	r.finished[name] = map[dispatcher.Outcome]int{}
 	r.locks[name] = map[dispatcher.LockResult]int{}
+	r.runs[name] = map[dispatcher.RunEnd][]int{}
 	return kindRecorder{r, name}
 }
 
@@ -87,6 +89,19 @@ func (k kindRecorder) LockWait(waiting bool) {
 	k.r.mu.Lock()
 	defer k.r.mu.Unlock()
 	k.r.lockWaits[k.name] = append(k.r.lockWaits[k.name], waiting)
+}
+
+func (k kindRecorder) KeyRunEnded(why dispatcher.RunEnd, jobs int) {
+	k.r.mu.Lock()
+	defer k.r.mu.Unlock()
+	k.r.runs[k.name][why] = append(k.r.runs[k.name][why], jobs)
+}
+
+// keyRuns returns a copy of the kind's key runs: their lengths, by how they ended.
+func (r *recorder) keyRuns(kind string) map[dispatcher.RunEnd][]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.runs[kind])
 }
 
 func (k kindRecorder) Rescued(n int) {

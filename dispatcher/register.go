@@ -37,7 +37,8 @@ type kindRunner struct {
 	// handle runs the handler; tx is nil unless the kind was registered with RegisterTx.
 	handle func(ctx context.Context, tx pgx.Tx, c *claimed, r *running) error
 	txMode bool
-	obs    KindObserver // nil without Config.Observer: see observer.go
+	obs    KindObserver   // nil without Config.Observer: see observer.go
+	runObs KeyRunObserver // obs, when it counts key runs; nil otherwise
 	// timeout bounds each handler's run (0: none), and timeoutCause is its context's cause when it
 	// passes, made once per kind (see timeout.go).
 	timeout      time.Duration
@@ -106,6 +107,9 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 	}
 	if info.Concurrency > 0 {
 		k.concurrency = info.Concurrency
+	}
+	if k.keyed {
+		k.runObs, _ = k.obs.(KeyRunObserver)
 	}
 	k.capacity = newCapacity(k.concurrency)
 	var err error

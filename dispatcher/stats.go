@@ -27,6 +27,8 @@ type Stats struct {
 	ClaimsRefused int64
 	// Rescued counts jobs this node's rescuer took back after their lease expired.
 	Rescued int64
+	// KeyRunsEnded counts the key runs that ended, by why (indexed by RunEnd; see KeyRunObserver).
+	KeyRunsEnded [numRunEnds]int64
 	// ScheduleFired counts the instants this node fired as a schedule's leader (one job each), and
 	// ScheduleSkipped the missed instants it skipped as the schedules' catch-up policies say.
 	ScheduleFired, ScheduleSkipped int64
@@ -41,6 +43,7 @@ type Stats struct {
 type stats struct {
 	claimed, runClaimed, claimsRefused, rescued, abandoned atomic.Int64
 	ended                                                  [numOutcomes]atomic.Int64 // by Outcome
+	runsEnded                                              [numRunEnds]atomic.Int64  // by RunEnd
 	// maintenance by the leader: schedules and pruning
 	scheduleFired, scheduleSkipped, prunedProcessed, prunedFailed atomic.Int64
 }
@@ -51,12 +54,16 @@ func (s *stats) snapshot(locker *execlock.Locker) Stats {
 	if locker != nil {
 		locks = locker.Stats()
 	}
+	var runs [numRunEnds]int64
+	for i := range runs {
+		runs[i] = s.runsEnded[i].Load()
+	}
 	return Stats{
 		Claimed: s.claimed.Load(), RunClaimed: s.runClaimed.Load(),
 		Processed: o(OutcomeProcessed), Retried: o(OutcomeRetried), Failed: o(OutcomeFailed), Discarded: o(OutcomeDiscarded),
 		Snoozed: o(OutcomeSnoozed), RunAgain: o(OutcomeRunAgain), Released: o(OutcomeReleased),
 		LeasesLost: o(OutcomeLeaseLost), StaleFinishes: o(OutcomeStale), TimedOut: o(OutcomeTimedOut), Abandoned: s.abandoned.Load(),
-		ClaimsRefused: s.claimsRefused.Load(), Rescued: s.rescued.Load(), Locks: locks,
+		ClaimsRefused: s.claimsRefused.Load(), Rescued: s.rescued.Load(), KeyRunsEnded: runs, Locks: locks,
 		ScheduleFired: s.scheduleFired.Load(), ScheduleSkipped: s.scheduleSkipped.Load(),
 		PrunedProcessed: s.prunedProcessed.Load(), PrunedFailed: s.prunedFailed.Load(),
 	}

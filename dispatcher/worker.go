@@ -16,7 +16,7 @@ const releaseDelay = time.Second
 
 // work runs one claimed job to its recorded outcome and, for a keyed kind, the key run it starts: the
 // key's next jobs, claimed one at a time as each finishes, under the same execution lock (see
-// continueRun). It owns its place in the kind's capacity until the last handler has returned, and each job until its
+// runEnds). It owns its place in the kind's capacity until the last handler has returned, and each job until its
 // outcome is written (Stop waits for that); a handler that outlives its context by HandlerGrace hands
 // both to abandon (see timeout.go), which ends the run.
 func (k *kindRunner) work(c *claimed) {
@@ -63,6 +63,12 @@ func (k *kindRunner) work(c *claimed) {
 		var next *claimed
 		next, abandoned = k.runOne(c, lock, &run)
 		if abandoned || next == nil {
+			if k.keyed {
+				if abandoned {
+					run.ended = RunEndAbandoned
+				}
+				k.runEnded(&run)
+			}
 			return
 		}
 		// The run goes on: the next job takes over c's place in the kind's capacity.
@@ -104,14 +110,16 @@ const (
 	execLockRetryFirst = 5 * time.Millisecond
 )
 
-// keyRun is what a key run has done so far, for its fairness budget (Config.KeyRunJobs, KeyRunTime).
+// keyRun is what a key run has done so far, for its fairness budget (Config.KeyRunJobs, KeyRunTime),
+// and, once it has ended, why.
 type keyRun struct {
 	began time.Time
 	jobs  int
+	ended RunEnd
 }
 
 // runOne runs c's handler and records its outcome. For a keyed kind whose run may go on (see
-// continueRun) the finish also claims the key's next job, which it returns; it gives the execution
+// runEnds) the finish also claims the key's next job, which it returns; it gives the execution
 // lock back once the run ends. abandoned reports that the worker stopped waiting for the handler.
 func (k *kindRunner) runOne(c *claimed, lock *execlock.Lock, run *keyRun) (next *claimed, abandoned bool) {
 	run.jobs++
@@ -134,6 +142,7 @@ func (k *kindRunner) runOne(c *claimed, lock *execlock.Lock, run *keyRun) (next 
 	lost := r.finish()
 	if recorded {
 		// Committed in the handler's transaction, before any loss of the lease could matter.
+		run.ended = RunEndOutcome
 		k.releaseExecLock(lock)
 		out, _, _ := committedOutcome(err)
 		k.ended(out, true, err, nil, ran)
@@ -157,7 +166,8 @@ type jobEnd struct {
 // statement and returns it; it gives the execution lock back once the run ends.
 func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobEnd) *claimed {
 	out, errText, delay, err, lost, ran := e.out, e.errText, e.delay, e.err, e.lost, e.ran
-	if !k.continueRun(c, run, out, lost) {
+	if why, ends := k.runEnds(c, run, out, lost); ends {
+		run.ended = why
 		k.releasePlace(c)
 		// Before the outcome is written: the row still holds the slot, so the database keeps the key's
 		// next job from being claimed until the finish commits, and by then its lock is free. Released
@@ -171,9 +181,14 @@ func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobE
 	held, next := k.finishAndContinue(c, out, errText, delay, c.slot)
 	stopKeeping()
 	k.ended(out, held, err, lost, ran)
+	run.ended = RunEndNoNext
 	if next != nil && !k.lockFor(next, lock) {
 		// Stop began while the next job was claimed, or the run's lock is lost: it goes back to wait,
 		// unrun.
+		run.ended = RunEndLost
+		if k.sh.jobsCtx.Err() != nil {
+			run.ended = RunEndStopped
+		}
 		k.claimedByRun(next)
 		k.ended(writeRelease, k.finishOne(next, writeRelease, "", 0), nil, nil, 0)
 		next = nil
@@ -232,18 +247,31 @@ func (k *kindRunner) lockFor(next *claimed, lock *execlock.Lock) bool {
 	return true
 }
 
-// continueRun reports whether the key run whose job c ends with out may claim the key's next job
-// with that outcome. The database has the last word on the key's and the kind's limits (see
-// finishRunSQL); this decides what only the worker knows. The run ends when its job goes back to wait
-// (a retry, a snooze, a new run): the key's later jobs wait behind it. It ends when no job of the
-// key waited after c when c was claimed, so that the finish need not look for one and may share its
-// statement with other outcomes (a job enqueued since starts through a claim pass, which the finish
-// wakes). It ends at its fairness budget, so that other keys get their turn at this dispatcher's
-// workers; when the lease or the lock was lost; at Stop; and for a RegisterTx kind, whose outcome
-// commits in the handler's transaction.
-func (k *kindRunner) continueRun(c *claimed, run *keyRun, out rowWrite, lost error) bool {
-	return k.keyed && !k.txMode && !c.lastOfKey && lost == nil && (out == writeProcessed || out == writeFailed) &&
-		run.jobs < k.sh.cfg.KeyRunJobs && time.Since(run.began) < k.sh.cfg.KeyRunTime && k.sh.jobsCtx.Err() == nil
+// runEnds reports whether the key run whose job c ends with out ends with it, and why; when it does
+// not, the finish claims the key's next job with that outcome. The database has the last word on the
+// key's and the kind's limits (see finishRunSQL); this decides what only the worker knows. The run
+// ends when the lease or the lock was lost; at Stop; when its job goes back to wait (a retry, a
+// snooze, a new run), as the key's later jobs wait behind it; for a RegisterTx kind, whose outcome
+// commits in the handler's transaction; when no job of the key waited after c when c was claimed, so
+// that the finish need not look for one and may share its statement with other outcomes (a job
+// enqueued since starts through a claim pass, which the finish wakes); and at its fairness budget, so
+// that other keys get their turn at this dispatcher's workers. A kind without a key has no runs.
+func (k *kindRunner) runEnds(c *claimed, run *keyRun, out rowWrite, lost error) (why RunEnd, ends bool) {
+	switch {
+	case !k.keyed:
+		return RunEndNoNext, true
+	case lost != nil:
+		return RunEndLost, true
+	case k.sh.jobsCtx.Err() != nil:
+		return RunEndStopped, true
+	case k.txMode || (out != writeProcessed && out != writeFailed):
+		return RunEndOutcome, true
+	case c.lastOfKey:
+		return RunEndNoNext, true
+	case run.jobs >= k.sh.cfg.KeyRunJobs || time.Since(run.began) >= k.sh.cfg.KeyRunTime:
+		return RunEndBudget, true
+	}
+	return 0, false
 }
 
 func (k *kindRunner) releaseExecLock(lock *execlock.Lock) {

@@ -25,6 +25,9 @@ const (
 	ScheduleLag = "jobpipe_schedule_lag_seconds"
 	// LockAcquire counts Redis lock attempts by kind and result (acquired, taken, unavailable).
 	LockAcquire = "jobpipe_lock_acquire_total"
+	// KeyRuns counts a keyed kind's key runs that ended, by kind and why (ended: one of
+	// dispatcher.RunEnds): a run takes about the kind's finished jobs over its runs on average.
+	KeyRuns = "jobpipe_key_runs_total"
 	// RescuedJobs counts jobs taken back after their lease expired, by kind.
 	RescuedJobs = "jobpipe_rescued_jobs_total"
 	// LockNodesUp is the gauge of Redis lock nodes that answered the latest PING of this process's
@@ -44,4 +47,5 @@ const (
 	LabelKind    = "kind"
 	LabelOutcome = "outcome"
 	LabelResult  = "result"
+	LabelEnded   = "ended"
 )

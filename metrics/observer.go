@@ -28,6 +28,7 @@ type Observer struct {
 	lag      *prometheus.HistogramVec
 	locks    *prometheus.CounterVec
 	rescued  *prometheus.CounterVec
+	keyRuns  *prometheus.CounterVec
 	nodesUp  prometheus.Gauge
 	nodes    prometheus.Gauge
 	waiting  *prometheus.GaugeVec
@@ -78,6 +79,8 @@ func NewObserver(reg prometheus.Registerer, opts ...ObserverOption) (*Observer, 
 		Help: "Redis lock attempts (queue and execution locks), by result."}, []string{LabelKind, LabelResult}))
 	o.rescued = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{Name: RescuedJobs,
 		Help: "Jobs taken back by this process's rescuer after their lease expired."}, []string{LabelKind}))
+	o.keyRuns = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{Name: KeyRuns,
+		Help: "Key runs that ended, by why."}, []string{LabelKind, LabelEnded}))
 	o.nodesUp = register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{Name: LockNodesUp,
 		Help: "Redis lock nodes that answered the latest PING of this process's dispatchers (summed over those with a keyed kind)."}))
 	o.nodes = register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{Name: LockNodes,
@@ -142,6 +145,10 @@ type kindObserver struct {
 	locks    []prometheus.Counter // by dispatcher.LockResult
 	rescued  prometheus.Counter
 	waiting  prometheus.Gauge
+	// runs holds the kind's key-run counters by dispatcher.RunEnd, made at its first run's end: a
+	// kind without a key has none.
+	runsOnce sync.Once
+	runs     []prometheus.Counter
 }
 
 type lazyHistogram struct {
@@ -195,6 +202,18 @@ func (k *kindObserver) LockWait(waiting bool) {
 		k.waiting.Inc()
 	} else {
 		k.waiting.Dec()
+	}
+}
+
+// KeyRunEnded counts a key run that ended, by why; it implements dispatcher.KeyRunObserver.
+func (k *kindObserver) KeyRunEnded(why dispatcher.RunEnd, _ int) {
+	k.runsOnce.Do(func() {
+		for _, end := range dispatcher.RunEnds() {
+			k.runs = append(k.runs, k.o.keyRuns.WithLabelValues(k.name, end.String()))
+		}
+	})
+	if int(why) < len(k.runs) {
+		k.runs[why].Inc()
 	}
 }
 

@@ -19,8 +19,9 @@ import (
 	"github.com/jobpipe/jobpipe/metrics"
 )
 
-// Known jobs give exact counters, one histogram observation per attempt, and lock attempts equal to
-// the dispatcher's own count. Every job has its own key, and no label carries one.
+// Known jobs give exact counters, one histogram observation per attempt, lock attempts equal to the
+// dispatcher's own count, and one key run per attempt, since every job has its own key. No label
+// carries a key.
 func TestOutcomeCountersWithoutKeyLabels(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -77,12 +78,16 @@ func TestOutcomeCountersWithoutKeyLabels(t *testing.T) {
 	var e exposition
 	waitFor(t, "every attempt counted", 15*time.Second, func() bool {
 		e = scrape(t, b.url)
-		total := 0.0
+		total, runs := 0.0, 0.0
 		for _, o := range dispatcher.Outcomes() {
 			v, _ := e.value(metrics.JobsFinished, "kind", "metrics_outcomes", "outcome", o.String())
 			total += v
 		}
-		return total >= attempts
+		for _, end := range dispatcher.RunEnds() {
+			v, _ := e.value(metrics.KeyRuns, "ended", end.String(), "kind", "metrics_outcomes")
+			runs += v
+		}
+		return total >= attempts && runs >= attempts
 	})
 	for _, o := range dispatcher.Outcomes() {
 		got, ok := e.value(metrics.JobsFinished, "kind", "metrics_outcomes", "outcome", o.String())
@@ -111,12 +116,21 @@ func TestOutcomeCountersWithoutKeyLabels(t *testing.T) {
 	if locks.Acquired != 2*attempts {
 		t.Errorf("locks acquired %d, want %d (a queue and an execution lock per attempt)", locks.Acquired, 2*attempts)
 	}
+	// A run ends with its job: at an outcome that leaves the job to run again (flaky 2 and bad 3
+	// retried, the snooze, the RunAgain), else for want of another job of its key.
+	wantRuns := map[string]float64{"outcome": 7, "no_next": 12}
+	for _, end := range dispatcher.RunEnds() {
+		if got, _ := e.value(metrics.KeyRuns, "ended", end.String(), "kind", "metrics_outcomes"); got != wantRuns[end.String()] {
+			t.Errorf("%s{ended=%q} = %v, want %v", metrics.KeyRuns, end, got, wantRuns[end.String()])
+		}
+	}
 
 	// Cardinality: kind, outcome and result only, from fixed sets; never a key.
 	if strings.Contains(e.text, "acct-") {
 		t.Errorf("a key reached the exposition:\n%s", e.text)
 	}
-	allowed := map[string][]string{"kind": {"metrics_outcomes"}, "outcome": outcomeNames(), "result": {"acquired", "taken", "unavailable"}}
+	allowed := map[string][]string{"kind": {"metrics_outcomes"}, "outcome": outcomeNames(), "result": {"acquired", "taken", "unavailable"},
+		"ended": {"no_next", "budget", "outcome", "lost", "abandoned", "stopped"}}
 	series := 0
 	for name, fam := range e.families {
 		for _, m := range fam.GetMetric() {
@@ -129,9 +143,9 @@ func TestOutcomeCountersWithoutKeyLabels(t *testing.T) {
 		}
 	}
 	// 4 gauges, 1 error counter, 10 outcome counters, 6 duration histograms (outcomes seen), 1 lag
-	// histogram, 3 lock counters, 1 rescue counter, the 2 lock node gauges and the kind's lock wait
-	// gauge: whatever the number of keys.
-	if want := 4 + 1 + 10 + 6 + 1 + 3 + 1 + 2 + 1; series != want {
+	// histogram, 3 lock counters, 1 rescue counter, the 2 lock node gauges, the kind's lock wait
+	// gauge and 6 key-run counters: whatever the number of keys.
+	if want := 4 + 1 + 10 + 6 + 1 + 3 + 1 + 2 + 1 + 6; series != want {
 		t.Errorf("%d series, want %d", series, want)
 	}
 }

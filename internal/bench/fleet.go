@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -86,9 +87,28 @@ func (f *fleet) stats() dispatcher.Stats {
 		t.LeasesLost += s.LeasesLost
 		t.ClaimsRefused += s.ClaimsRefused
 		t.Rescued += s.Rescued
+		t.RunClaimed += s.RunClaimed
+		for i, n := range s.KeyRunsEnded {
+			t.KeyRunsEnded[i] += n
+		}
 		t.Locks = addLockStats(t.Locks, s.Locks)
 	}
 	return t
+}
+
+// keyRunsEnded lists the key runs that ended by why, as "no_next 12 / budget 3 / ...", leaving out
+// the ends none had.
+func keyRunsEnded(s dispatcher.Stats) string {
+	var parts []string
+	for _, end := range dispatcher.RunEnds() {
+		if n := s.KeyRunsEnded[end]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", end, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " / ")
 }
 
 func addLockStats(a, b execlock.Stats) execlock.Stats {
