@@ -135,6 +135,9 @@ func TestStaleFinishChangesNothing(t *testing.T) {
 	if processed || !leased {
 		t.Errorf("after a stale finish: processed=%v leased=%v; want the row untouched (leased, not processed)", processed, leased)
 	}
+	// Its key run ended with the job it lost.
+	want := [len(dispatcher.Stats{}.KeyRunsEnded)]int64{dispatcher.RunEndLost: 1}
+	waitFor(t, "the run's end", 5*time.Second, func() (bool, error) { return d.Stats().KeyRunsEnded == want, nil })
 }
 
 // Stop lets finished work be recorded, cancels what runs past its deadline with ErrShutdown, puts
@@ -173,6 +176,9 @@ func TestGracefulStop(t *testing.T) {
 	}
 	if n := countWhere(t, b.db, "post_sync", "attempts_made = 1 AND process_after <= now() AND last_error LIKE 'dispatcher: stopping%'"); n != 3 {
 		t.Errorf("%d rows back to wait, want 3", n)
+	}
+	if got, want := d.Stats().KeyRunsEnded, [len(dispatcher.Stats{}.KeyRunsEnded)]int64{dispatcher.RunEndStopped: 3}; got != want {
+		t.Errorf("key runs ended %v, want %v: each job's run, at Stop", got, want)
 	}
 	keys, err := b.redis.Clients[0].Keys(ctx, b.redis.Prefix+"*").Result()
 	if err != nil || len(keys) != 0 {

@@ -136,8 +136,9 @@ const (
 	// the key's later jobs wait behind it; or the outcome committed in the handler's transaction, as
 	// for every job of a RegisterTx kind.
 	RunEndOutcome
-	// RunEndLost: the job's lease or the run's execution lock was lost, or the lock could not be
-	// renewed before the next job.
+	// RunEndLost: the job's lease or the run's execution lock was lost, its outcome was not recorded
+	// (its row had moved on, or the database refused the write), or the lock could not be renewed
+	// before the next job.
 	RunEndLost
 	// RunEndAbandoned: the worker stopped waiting for a handler that outlived its context by
 	// Config.HandlerGrace.

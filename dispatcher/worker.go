@@ -175,14 +175,21 @@ func (k *kindRunner) endJob(c *claimed, lock *execlock.Lock, run *keyRun, e jobE
 		k.releaseExecLock(lock)
 		held := k.finishOne(c, out, errText, delay)
 		k.ended(out, held, err, lost, ran)
+		if !held {
+			run.ended = RunEndLost
+		}
 		return nil
 	}
 	stopKeeping := k.keepLock(lock)
 	held, next := k.finishAndContinue(c, out, errText, delay, c.slot)
 	stopKeeping()
 	k.ended(out, held, err, lost, ran)
-	run.ended = RunEndNoNext
-	if next != nil && !k.lockFor(next, lock) {
+	switch {
+	case !held:
+		run.ended = RunEndLost
+	case next == nil:
+		run.ended = RunEndNoNext
+	case !k.lockFor(next, lock):
 		// Stop began while the next job was claimed, or the run's lock is lost: it goes back to wait,
 		// unrun.
 		run.ended = RunEndLost
