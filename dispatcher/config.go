@@ -45,7 +45,9 @@ type Config struct {
 	// the same execution lock, each claimed as its predecessor's outcome is written (a key run). The
 	// run gives the key back after KeyRunJobs jobs or once it has lasted KeyRunTime, whichever
 	// comes first, so that the keys waiting behind it get this dispatcher's workers; the key then
-	// goes back to the claims like any other. Defaults DefaultKeyRunJobs and DefaultKeyRunTime.
+	// goes back to the claims like any other. The budget binds whether or not a key waits: with
+	// all its workers busy, a dispatcher runs no claim pass that would see one. Defaults
+	// DefaultKeyRunJobs and DefaultKeyRunTime.
 	// KeyRunJobs 1 ends every run after one job.
 	KeyRunJobs int
 	KeyRunTime time.Duration

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,25 @@ func TestSlotsSlowBound(t *testing.T) {
 	}
 	if got := slowBound(slowOfKey, time.Second, 10); got != 8*time.Second {
 		t.Errorf("the default scenario's slowBound = %v, want 8s (80 slow jobs on 10 slots)", got)
+	}
+}
+
+// Keys are grouped by their slow jobs, each group with the mean and the latest of its keys' last
+// job ends, in seconds after the start.
+func TestKeysDoneBySlow(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1000, 0)
+	times := newJobTimes(6) // keys 0, 1, 2; job n is key n % 3
+	for n, secs := range []float64{1, 4, 2, 3, 1.5, 6} {
+		times.ended(int64(n), start.Add(time.Duration(secs*float64(time.Second))))
+	}
+	got := keysDoneBySlow(times, []int64{20, 0, 20}, start)
+	want := []keysDone{{Slow: 0, Keys: 1, Mean: 4, Max: 4}, {Slow: 20, Keys: 2, Mean: 4.5, Max: 6}}
+	if !slices.Equal(got, want) {
+		t.Errorf("keysDoneBySlow = %+v, want %+v", got, want)
+	}
+	if s, want := keysDoneString(got), "0 slow: 1, 4.00 / 4.00; 20 slow: 2, 4.50 / 6.00"; s != want {
+		t.Errorf("keysDoneString = %q, want %q", s, want)
 	}
 }
 

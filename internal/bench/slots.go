@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jobpipe/jobpipe/dispatcher"
@@ -78,7 +81,7 @@ func runSlots(ctx context.Context, s *session) error {
 		return err
 	}
 	s.recordSlots(slotsRun{jobs: jobs, keys: keys, slow: slow, slowBound: slowBound(slowOfKey, o.Slow, o.KeyLimit), elapsed: elapsed, insert: insertTime,
-		watch: w.summary(0, int(keys)), stats: f.stats(), leftover: leftover, acc: acc, path: path})
+		watch: w.summary(0, int(keys)), stats: f.stats(), leftover: leftover, acc: acc, path: path, bySlow: keysDoneBySlow(times, slowOfKey, start)})
 	return nil
 }
 
@@ -93,6 +96,7 @@ type slotsRun struct {
 	leftover        int64
 	acc             accounting
 	path            jobPath
+	bySlow          []keysDone
 }
 
 func (s *session) recordSlots(m slotsRun) {
@@ -128,6 +132,7 @@ func (s *session) recordSlots(m slotsRun) {
 		"scripts": h.scripts.Load(), "errors": h.errs.Load(), "leftover_keys": m.leftover}
 	r.Details["slots"] = m.watch
 	r.Details["job_path"] = m.path
+	r.Details["keys_done_by_slow_jobs"] = m.bySlow
 	l := m.stats.Locks
 	r.table(Table{Title: "slots", Header: []string{"measure", "value", "target"}, Rows: [][]string{
 		{"jobs / keys / limit per key", fmt.Sprintf("%d / %d / %d", m.jobs, m.keys, o.KeyLimit), ""},
@@ -148,12 +153,59 @@ func (s *session) recordSlots(m slotsRun) {
 		{"claimed / processed / released (no exec lock)", fmt.Sprintf("%d / %d / %d", m.stats.Claimed, m.stats.Processed, m.stats.Released), ""},
 		{"claims refused by the database / leases lost", fmt.Sprintf("%d / %d", m.stats.ClaimsRefused, m.stats.LeasesLost), "0 / 0"},
 		{"key runs ended, by why", keyRunsEnded(m.stats), ""},
+		{"keys by their slow jobs: keys, last job ended mean / max (s)", keysDoneString(m.bySlow), ""},
 		{"SET NX sent to nodes / refused (taken)", fmt.Sprintf("%d / %d", h.setNX.Load(), h.setNXTaken.Load()), ""},
 		{"Redis command errors", format(h.errs.Load()), "0"},
 		{"lock keys left in Redis after Stop", format(m.leftover), "0"},
 	}})
 	m.acc.record(r)
 	s.statements("dispatchers' statements during the run (client-side time)")
+}
+
+// keysDone is when the keys with the same number of slow jobs ended their last job, in seconds
+// after the work began. Every key has as many fast jobs, so a key's time is its fast jobs' turns
+// plus its sleeps: the spread between the groups shows what the sleeps cost.
+type keysDone struct {
+	Slow int64   `json:"slow_jobs"`
+	Keys int     `json:"keys"`
+	Mean float64 `json:"mean_s"`
+	Max  float64 `json:"max_s"`
+}
+
+// keysDoneBySlow groups the keys by their slow jobs (job n is key n % len(slowOfKey)), fewest first.
+func keysDoneBySlow(t *jobTimes, slowOfKey []int64, start time.Time) []keysDone {
+	keys := int64(len(slowOfKey))
+	last := make([]int64, keys)
+	for n := range t.end {
+		last[int64(n)%keys] = max(last[int64(n)%keys], t.end[n].Load())
+	}
+	groups := map[int64]*keysDone{}
+	for k, at := range last {
+		g := groups[slowOfKey[k]]
+		if g == nil {
+			g = &keysDone{Slow: slowOfKey[k]}
+			groups[slowOfKey[k]] = g
+		}
+		secs := time.Duration(at - start.UnixNano()).Seconds()
+		g.Keys++
+		g.Mean += secs
+		g.Max = max(g.Max, secs)
+	}
+	var out []keysDone
+	for _, g := range groups {
+		g.Mean, g.Max = round(g.Mean/float64(g.Keys), 2), round(g.Max, 2)
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b keysDone) int { return cmp.Compare(a.Slow, b.Slow) })
+	return out
+}
+
+func keysDoneString(groups []keysDone) string {
+	parts := make([]string, len(groups))
+	for i, g := range groups {
+		parts[i] = fmt.Sprintf("%d slow: %d, %.2f / %.2f", g.Slow, g.Keys, g.Mean, g.Max)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // slowBound is the least time a run of the benchmark takes, however it is scheduled: a key's slow
