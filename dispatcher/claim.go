@@ -390,10 +390,31 @@ func (p *producer) refreshBusy(ctx context.Context, tx pgx.Tx, heads []head) err
 func (p *producer) pauseFinishes(ctx context.Context, heads []head, locks []*execlock.Lock) (resume func()) {
 	for i, h := range heads {
 		if len(h.snapBusy) > 0 && locks[i] != nil {
-			return p.fin.pauseStatements(ctx)
+			resume = p.fin.pauseStatements(ctx)
+			if resume == nil && ctx.Err() == nil {
+				p.pauseMissed()
+			}
+			return resume
 		}
 	}
 	return nil
+}
+
+// pauseMissed counts a pass that went on without its pause, and says so at most once a minute: the
+// pass and the key runs may then take each other's next jobs, which ends runs early, and the cause,
+// finish statements slower than statementPause, is the database's.
+func (p *producer) pauseMissed() {
+	p.sh.stats.pausesMissed.Add(1)
+	if p.pauseObs != nil {
+		p.pauseObs.PauseMissed()
+	}
+	p.missedPauses++
+	if time.Since(p.missedPauseLogged) < time.Minute {
+		return
+	}
+	p.sh.logger.Info("dispatcher: claim passes went on without pausing the finish statements, which did not end in time; "+
+		"key runs may end early meanwhile", "kind", p.info.Name, "passes", p.missedPauses, "waited", statementPause)
+	p.missedPauses, p.missedPauseLogged = 0, time.Now()
 }
 
 // lockNextOfKeys locks the rows of the heads whose key ran jobs when the heads were chosen, which

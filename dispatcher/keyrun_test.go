@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -501,5 +502,81 @@ func TestClaimPassesLeaveRunningKeyRunsGoing(t *testing.T) {
 			t.Errorf("key %d started %d jobs, up to %d at once; want %d, at most %d at once",
 				k, len(w.order[k]), w.maxSeen[k], jobs/keys, limit)
 		}
+	}
+}
+
+// A claim pass that must pause the finish statements (its head's key runs a job) while one of them is
+// stalled, here on a row lock the test holds, waits for it only so long, then goes on and claims its
+// head: the pass is counted in Stats.PausesMissed, told to the PauseObserver and logged once at Info.
+func TestClaimPassWithoutItsPauseIsCounted(t *testing.T) {
+	t.Parallel()
+	b := newRun(t)
+	kind := jobinfo.MustDefine[postSync]("pause_missed", jobinfo.KeyLimit(2))
+	createKind(t, b.db, kind)
+	enqueueSeq(t, b, kind, 1, 2)
+	logs := &logRecorder{}
+	cfg := b.cfg
+	rec := newRecorder()
+	cfg.Concurrency, cfg.Logger, cfg.Observer = 4, logs.logger(), rec
+	stalledStarted, rowLocked, releaseFirst := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	secondStarted := make(chan struct{})
+	d := b.start(t, cfg, func(d *dispatcher.Dispatcher) error {
+		return dispatcher.Register(d, kind, func(ctx context.Context, j *dispatcher.Job[postSync]) error {
+			switch {
+			case j.Data.BlogID == 1 && j.Data.Seq == 0:
+				<-releaseFirst // keeps key 1 running, so a pass over key 1 must pause the finishes
+			case j.Data.BlogID == 1:
+				close(secondStarted)
+			default:
+				close(stalledStarted)
+				<-rowLocked // its finish statement then waits for the test's row lock
+			}
+			return nil
+		})
+	})
+	<-stalledStarted
+	ctx := context.Background()
+	tx, err := b.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var pid int
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid() FROM pause_missed WHERE blog_id = 2 FOR UPDATE").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	close(rowLocked)
+	waitFor(t, "the finish statement to wait for the row lock", 10*time.Second, func() (bool, error) {
+		var n int
+		err := b.db.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", pid).Scan(&n)
+		return n == 1, err
+	})
+	if got := d.Stats().PausesMissed; got != 0 {
+		t.Fatalf("Stats.PausesMissed = %d before any pass had to pause, want 0", got)
+	}
+	// Key 1's second job: a head whose key runs a job.
+	if _, err := dispatcher.Enqueue(ctx, b.db, kind, postSync{BlogID: 1, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-secondStarted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pass did not start key 1's second job while a finish statement was stalled")
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(releaseFirst)
+	waitFor(t, "all processed", 10*time.Second, func() (bool, error) {
+		return countWhere(t, b.db, "pause_missed", "processed_at IS NOT NULL") == 3, nil
+	})
+	stopNow(t, d)
+	if got, told := d.Stats().PausesMissed, rec.pausesMissed("pause_missed"); got != 1 || told != 1 {
+		t.Errorf("Stats.PausesMissed = %d, the observer told %d times; want 1: the one pass over a running key "+
+			"while a finish was stalled", got, told)
+	}
+	lines := logs.find(slog.LevelInfo, "dispatcher: claim passes went on without pausing")
+	if len(lines) != 1 || lines[0]["kind"] != "pause_missed" || lines[0]["passes"] != "1" {
+		t.Errorf("logged %v at Info about passes without their pause; want one line, kind pause_missed, passes 1", lines)
 	}
 }

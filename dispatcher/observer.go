@@ -120,6 +120,14 @@ type KeyRunObserver interface {
 	KeyRunEnded(why RunEnd, jobs int)
 }
 
+// PauseObserver is a KindObserver that also counts the claim passes of a keyed kind that went on
+// without pausing the dispatcher's finish statements, as those under way did not end in time (see
+// Stats.PausesMissed): a dispatcher calls PauseMissed once per such pass. The rules of KindObserver's
+// methods apply.
+type PauseObserver interface {
+	PauseMissed()
+}
+
 // RunEnd is why a key run ended and gave its key back, as a KeyRunObserver sees it. The set is
 // fixed, so metrics labelled with it stay bounded.
 type RunEnd uint8

@@ -24,6 +24,7 @@ type recorder struct {
 	locks    map[string]map[dispatcher.LockResult]int
 	rescued  map[string]int
 	runs     map[string]map[dispatcher.RunEnd][]int // each key run's length, by how it ended
+	pauses   map[string]int                         // PauseMissed calls
 	// lockNodes are the LockNodes calls ("dispatcher up/total"), lockWaits the LockWait calls by kind.
 	lockNodes []string
 	lockWaits map[string][]bool
@@ -32,7 +33,7 @@ type recorder struct {
 func newRecorder() *recorder {
 	return &recorder{kinds: map[string]int{}, lags: map[string][]time.Duration{},
 		finished: map[string]map[dispatcher.Outcome]int{}, locks: map[string]map[dispatcher.LockResult]int{},
-		rescued: map[string]int{}, runs: map[string]map[dispatcher.RunEnd][]int{}, lockWaits: map[string][]bool{}}
+		rescued: map[string]int{}, pauses: map[string]int{}, runs: map[string]map[dispatcher.RunEnd][]int{}, lockWaits: map[string][]bool{}}
 }
 
 func (r *recorder) LockNodes(dispatcher string, up, total int) {
@@ -95,6 +96,19 @@ func (k kindRecorder) KeyRunEnded(why dispatcher.RunEnd, jobs int) {
 	k.r.mu.Lock()
 	defer k.r.mu.Unlock()
 	k.r.runs[k.name][why] = append(k.r.runs[k.name][why], jobs)
+}
+
+func (k kindRecorder) PauseMissed() {
+	k.r.mu.Lock()
+	defer k.r.mu.Unlock()
+	k.r.pauses[k.name]++
+}
+
+// pausesMissed returns how many times the kind's PauseMissed was called.
+func (r *recorder) pausesMissed(kind string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pauses[kind]
 }
 
 // keyRuns returns a copy of the kind's key runs: their lengths, by how they ended.

@@ -32,6 +32,11 @@ type producer struct {
 	// the index, where a job committed after a higher id may wait.
 	claimedFrom int64
 
+	// missedPauses counts the passes that went without their pause since missedPauseLogged, when
+	// the last line about them was logged (see pauseMissed).
+	missedPauses      int
+	missedPauseLogged time.Time
+
 	// lingerFor bounds the wait for a full claim's worth of free workers (see linger), gatherFor the
 	// wait before a claim without a backlog (see gather).
 	lingerFor, gatherFor time.Duration

@@ -35,10 +35,11 @@ type kindRunner struct {
 	// decode reads a row's data columns into a *T.
 	decode func(m *pgtype.Map, fds []pgconn.FieldDescription, raw [][]byte) (any, error)
 	// handle runs the handler; tx is nil unless the kind was registered with RegisterTx.
-	handle func(ctx context.Context, tx pgx.Tx, c *claimed, r *running) error
-	txMode bool
-	obs    KindObserver   // nil without Config.Observer: see observer.go
-	runObs KeyRunObserver // obs, when it counts key runs; nil otherwise
+	handle   func(ctx context.Context, tx pgx.Tx, c *claimed, r *running) error
+	txMode   bool
+	obs      KindObserver   // nil without Config.Observer: see observer.go
+	runObs   KeyRunObserver // obs, when it counts key runs; nil otherwise
+	pauseObs PauseObserver  // obs, when it counts claim passes without their pause; nil otherwise
 	// timeout bounds each handler's run (0: none), and timeoutCause is its context's cause when it
 	// passes, made once per kind (see timeout.go).
 	timeout      time.Duration
@@ -110,6 +111,7 @@ func register[T any](d *Dispatcher, kind *jobinfo.Kind[T], txMode bool, h TxHand
 	}
 	if k.keyed {
 		k.runObs, _ = k.obs.(KeyRunObserver)
+		k.pauseObs, _ = k.obs.(PauseObserver)
 	}
 	k.capacity = newCapacity(k.concurrency)
 	var err error

@@ -25,6 +25,10 @@ type Stats struct {
 	// their slot: the slot was taken meanwhile (or forgotten by a Redis node), or an earlier job of
 	// the key was still waiting. The jobs stay waiting for a later pass.
 	ClaimsRefused int64
+	// PausesMissed counts claim passes that went on without pausing this dispatcher's finish
+	// statements, as those under way did not end within a tenth of a second (a slow or stalled
+	// database). The pass and the key runs may then take each other's next jobs, ending runs early.
+	PausesMissed int64
 	// Rescued counts jobs this node's rescuer took back after their lease expired.
 	Rescued int64
 	// KeyRunsEnded counts the key runs that ended, by why (indexed by RunEnd; see KeyRunObserver).
@@ -41,9 +45,9 @@ type Stats struct {
 }
 
 type stats struct {
-	claimed, runClaimed, claimsRefused, rescued, abandoned atomic.Int64
-	ended                                                  [numOutcomes]atomic.Int64 // by Outcome
-	runsEnded                                              [numRunEnds]atomic.Int64  // by RunEnd
+	claimed, runClaimed, claimsRefused, pausesMissed, rescued, abandoned atomic.Int64
+	ended                                                                [numOutcomes]atomic.Int64 // by Outcome
+	runsEnded                                                            [numRunEnds]atomic.Int64  // by RunEnd
 	// maintenance by the leader: schedules and pruning
 	scheduleFired, scheduleSkipped, prunedProcessed, prunedFailed atomic.Int64
 }
@@ -63,7 +67,7 @@ func (s *stats) snapshot(locker *execlock.Locker) Stats {
 		Processed: o(OutcomeProcessed), Retried: o(OutcomeRetried), Failed: o(OutcomeFailed), Discarded: o(OutcomeDiscarded),
 		Snoozed: o(OutcomeSnoozed), RunAgain: o(OutcomeRunAgain), Released: o(OutcomeReleased),
 		LeasesLost: o(OutcomeLeaseLost), StaleFinishes: o(OutcomeStale), TimedOut: o(OutcomeTimedOut), Abandoned: s.abandoned.Load(),
-		ClaimsRefused: s.claimsRefused.Load(), Rescued: s.rescued.Load(), KeyRunsEnded: runs, Locks: locks,
+		ClaimsRefused: s.claimsRefused.Load(), PausesMissed: s.pausesMissed.Load(), Rescued: s.rescued.Load(), KeyRunsEnded: runs, Locks: locks,
 		ScheduleFired: s.scheduleFired.Load(), ScheduleSkipped: s.scheduleSkipped.Load(),
 		PrunedProcessed: s.prunedProcessed.Load(), PrunedFailed: s.prunedFailed.Load(),
 	}

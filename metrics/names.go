@@ -28,6 +28,10 @@ const (
 	// KeyRuns counts a keyed kind's key runs that ended, by kind and why (ended: one of
 	// dispatcher.RunEnds): a run takes about the kind's finished jobs over its runs on average.
 	KeyRuns = "jobpipe_key_runs_total"
+	// PausesMissed counts a keyed kind's claim passes that went on without pausing their
+	// dispatcher's finish statements, which did not end in time (a slow database), by kind: key
+	// runs may then end early. A kind's series appears at its first key run.
+	PausesMissed = "jobpipe_claim_pauses_missed_total"
 	// RescuedJobs counts jobs taken back after their lease expired, by kind.
 	RescuedJobs = "jobpipe_rescued_jobs_total"
 	// LockNodesUp is the gauge of Redis lock nodes that answered the latest PING of this process's

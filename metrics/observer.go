@@ -29,9 +29,11 @@ type Observer struct {
 	locks    *prometheus.CounterVec
 	rescued  *prometheus.CounterVec
 	keyRuns  *prometheus.CounterVec
-	nodesUp  prometheus.Gauge
-	nodes    prometheus.Gauge
-	waiting  *prometheus.GaugeVec
+	// pausesMissed counts the claim passes that went on without their pause.
+	pausesMissed *prometheus.CounterVec
+	nodesUp      prometheus.Gauge
+	nodes        prometheus.Gauge
+	waiting      *prometheus.GaugeVec
 
 	mu    sync.Mutex
 	kinds map[string]*kindObserver
@@ -81,6 +83,8 @@ func NewObserver(reg prometheus.Registerer, opts ...ObserverOption) (*Observer, 
 		Help: "Jobs taken back by this process's rescuer after their lease expired."}, []string{LabelKind}))
 	o.keyRuns = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{Name: KeyRuns,
 		Help: "Key runs that ended, by why."}, []string{LabelKind, LabelEnded}))
+	o.pausesMissed = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{Name: PausesMissed,
+		Help: "Claim passes that went on without pausing the finish statements, which did not end in time."}, []string{LabelKind}))
 	o.nodesUp = register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{Name: LockNodesUp,
 		Help: "Redis lock nodes that answered the latest PING of this process's dispatchers (summed over those with a keyed kind)."}))
 	o.nodes = register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{Name: LockNodes,
@@ -145,10 +149,12 @@ type kindObserver struct {
 	locks    []prometheus.Counter // by dispatcher.LockResult
 	rescued  prometheus.Counter
 	waiting  prometheus.Gauge
-	// runs holds the kind's key-run counters by dispatcher.RunEnd, made at its first run's end: a
-	// kind without a key has none.
-	runsOnce sync.Once
-	runs     []prometheus.Counter
+	// runs holds the kind's key-run counters by dispatcher.RunEnd, and pausesMissed its counter of
+	// claim passes without their pause, made at its first run's end or missed pause: a kind without
+	// a key has neither.
+	runsOnce     sync.Once
+	runs         []prometheus.Counter
+	pausesMissed prometheus.Counter
 }
 
 type lazyHistogram struct {
@@ -207,14 +213,27 @@ func (k *kindObserver) LockWait(waiting bool) {
 
 // KeyRunEnded counts a key run that ended, by why; it implements dispatcher.KeyRunObserver.
 func (k *kindObserver) KeyRunEnded(why dispatcher.RunEnd, _ int) {
+	k.keyedSeries()
+	if int(why) < len(k.runs) {
+		k.runs[why].Inc()
+	}
+}
+
+// PauseMissed counts a claim pass that went on without its pause; it implements
+// dispatcher.PauseObserver.
+func (k *kindObserver) PauseMissed() {
+	k.keyedSeries()
+	k.pausesMissed.Inc()
+}
+
+// keyedSeries makes the series only a keyed kind has, once.
+func (k *kindObserver) keyedSeries() {
 	k.runsOnce.Do(func() {
 		for _, end := range dispatcher.RunEnds() {
 			k.runs = append(k.runs, k.o.keyRuns.WithLabelValues(k.name, end.String()))
 		}
+		k.pausesMissed = k.o.pausesMissed.WithLabelValues(k.name)
 	})
-	if int(why) < len(k.runs) {
-		k.runs[why].Inc()
-	}
 }
 
 // Rescued counts jobs the kind's rescuer took back.

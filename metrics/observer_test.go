@@ -125,6 +125,11 @@ func TestOutcomeCountersWithoutKeyLabels(t *testing.T) {
 		}
 	}
 
+	if got, ok := e.value(metrics.PausesMissed, "kind", "metrics_outcomes"); !ok || got != 0 {
+		t.Errorf("%s = %v (present %t), want 0 from the kind's first key run: no pass went without its pause",
+			metrics.PausesMissed, got, ok)
+	}
+
 	// Cardinality: kind, outcome and result only, from fixed sets; never a key.
 	if strings.Contains(e.text, "acct-") {
 		t.Errorf("a key reached the exposition:\n%s", e.text)
@@ -144,8 +149,8 @@ func TestOutcomeCountersWithoutKeyLabels(t *testing.T) {
 	}
 	// 4 gauges, 1 error counter, 10 outcome counters, 6 duration histograms (outcomes seen), 1 lag
 	// histogram, 3 lock counters, 1 rescue counter, the 2 lock node gauges, the kind's lock wait
-	// gauge and 6 key-run counters: whatever the number of keys.
-	if want := 4 + 1 + 10 + 6 + 1 + 3 + 1 + 2 + 1 + 6; series != want {
+	// gauge, 6 key-run counters and the missed-pause counter: whatever the number of keys.
+	if want := 4 + 1 + 10 + 6 + 1 + 3 + 1 + 2 + 1 + 6 + 1; series != want {
 		t.Errorf("%d series, want %d", series, want)
 	}
 }
@@ -259,6 +264,41 @@ func TestObserversShareARegistry(t *testing.T) {
 	}
 	if _, err := metrics.NewObserver(refusing{reg}); err == nil || !strings.HasPrefix(err.Error(), "metrics: ") {
 		t.Errorf("NewObserver on a registry that refuses its metrics: error %v", err)
+	}
+}
+
+// A kind's missed pauses count in its own series, which a kind gets at its first key run or missed
+// pause: a kind that never ran a key run has none.
+func TestPausesMissedCountByKind(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	obs, err := metrics.NewObserver(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled, ok := obs.Kind("stalled").(dispatcher.PauseObserver)
+	if !ok {
+		t.Fatal("a kind's observer does not implement dispatcher.PauseObserver")
+	}
+	stalled.PauseMissed()
+	stalled.PauseMissed()
+	obs.Kind("running").(dispatcher.KeyRunObserver).KeyRunEnded(dispatcher.RunEndNoNext, 3)
+	obs.Kind("plain").JobFinished(dispatcher.OutcomeProcessed, time.Millisecond)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != metrics.PausesMissed {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	if fmt.Sprint(got) != "map[running:0 stalled:2]" {
+		t.Errorf("%s by kind: %v, want stalled 2 and running 0, and no series for plain", metrics.PausesMissed, got)
 	}
 }
 

@@ -86,6 +86,7 @@ func (f *fleet) stats() dispatcher.Stats {
 		t.StaleFinishes += s.StaleFinishes
 		t.LeasesLost += s.LeasesLost
 		t.ClaimsRefused += s.ClaimsRefused
+		t.PausesMissed += s.PausesMissed
 		t.Rescued += s.Rescued
 		t.RunClaimed += s.RunClaimed
 		for i, n := range s.KeyRunsEnded {

@@ -152,6 +152,7 @@ func (s *session) recordSlots(m slotsRun) {
 		{"handler end -> finish (processed_at) p50 / p99 / max", m.path.EndToFinish.String(), ""},
 		{"claimed / processed / released (no exec lock)", fmt.Sprintf("%d / %d / %d", m.stats.Claimed, m.stats.Processed, m.stats.Released), ""},
 		{"claims refused by the database / leases lost", fmt.Sprintf("%d / %d", m.stats.ClaimsRefused, m.stats.LeasesLost), "0 / 0"},
+		{"claim passes that went on without pausing the finishes", format(m.stats.PausesMissed), "0"},
 		{"key runs ended, by why", keyRunsEnded(m.stats), ""},
 		{"keys by their slow jobs: keys, last job ended mean / max (s)", keysDoneString(m.bySlow), ""},
 		{"SET NX sent to nodes / refused (taken)", fmt.Sprintf("%d / %d", h.setNX.Load(), h.setNXTaken.Load()), ""},

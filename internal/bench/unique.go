@@ -118,6 +118,7 @@ func runUnique(ctx context.Context, s *session) error {
 		{"jobs started out of their key's order", format(w.outOfOrder.Load()), "0"},
 		{"claimed / processed / released (no exec lock)", fmt.Sprintf("%d / %d / %d", st.Claimed, st.Processed, st.Released), ""},
 		{"claims refused by the database / leases lost", fmt.Sprintf("%d / %d", st.ClaimsRefused, st.LeasesLost), "0 / 0"},
+		{"claim passes that went on without pausing the finishes", format(st.PausesMissed), "0"},
 		{"key runs ended, by why", keyRunsEnded(st), ""},
 		{"SET NX sent to nodes / refused (taken)", fmt.Sprintf("%d / %d", h.setNX.Load(), h.setNXTaken.Load()), ""},
 		{"release/extend scripts sent to nodes", format(h.scripts.Load()), ""},
