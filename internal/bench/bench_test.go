@@ -225,11 +225,11 @@ func TestSlotsSlowBound(t *testing.T) {
 func TestKeysDoneBySlow(t *testing.T) {
 	t.Parallel()
 	start := time.Unix(1000, 0)
-	times := newJobTimes(6) // keys 0, 1, 2; job n is key n % 3
-	for n, secs := range []float64{1, 4, 2, 3, 1.5, 6} {
+	times := newJobTimes(8) // keys 0 to 3; job n is key n % 4, and key 3's jobs never end
+	for n, secs := range map[int]float64{0: 1, 1: 4, 2: 2, 4: 3, 5: 1.5, 6: 6} {
 		times.ended(int64(n), start.Add(time.Duration(secs*float64(time.Second))))
 	}
-	got := keysDoneBySlow(times, []int64{20, 0, 20}, start)
+	got := keysDoneBySlow(times, []int64{20, 0, 20, 40}, start)
 	want := []keysDone{{Slow: 0, Keys: 1, Mean: 4, Max: 4}, {Slow: 20, Keys: 2, Mean: 4.5, Max: 6}}
 	if !slices.Equal(got, want) {
 		t.Errorf("keysDoneBySlow = %+v, want %+v", got, want)

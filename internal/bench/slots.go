@@ -173,7 +173,8 @@ type keysDone struct {
 	Max  float64 `json:"max_s"`
 }
 
-// keysDoneBySlow groups the keys by their slow jobs (job n is key n % len(slowOfKey)), fewest first.
+// keysDoneBySlow groups the keys by their slow jobs (job n is key n % len(slowOfKey)), fewest first,
+// leaving out keys none of whose jobs ended.
 func keysDoneBySlow(t *jobTimes, slowOfKey []int64, start time.Time) []keysDone {
 	keys := int64(len(slowOfKey))
 	last := make([]int64, keys)
@@ -182,6 +183,9 @@ func keysDoneBySlow(t *jobTimes, slowOfKey []int64, start time.Time) []keysDone 
 	}
 	groups := map[int64]*keysDone{}
 	for k, at := range last {
+		if at == 0 {
+			continue // no job of the key ended: the run failed, and says why elsewhere
+		}
 		g := groups[slowOfKey[k]]
 		if g == nil {
 			g = &keysDone{Slow: slowOfKey[k]}
