@@ -30,7 +30,7 @@ const (
 	KeyRuns = "jobpipe_key_runs_total"
 	// PausesMissed counts a keyed kind's claim passes that went on without pausing their
 	// dispatcher's finish statements, which did not end in time (a slow database), by kind: key
-	// runs may then end early. A kind's series appears at its first key run.
+	// runs may then end early. A kind's series appears at its first key run's end or missed pause.
 	PausesMissed = "jobpipe_claim_pauses_missed_total"
 	// RescuedJobs counts jobs taken back after their lease expired, by kind.
 	RescuedJobs = "jobpipe_rescued_jobs_total"
