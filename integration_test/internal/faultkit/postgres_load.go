@@ -23,8 +23,14 @@ type OfferedLoad struct {
 	mu             sync.Mutex
 	plainIDs       []int64
 	keyedIDs       []int64
-	plainN, keyedN int // jobs offered so far (seq numbers)
+	plainN, keyedN int // jobs enqueued so far, which the rate counts
 	failures       int // enqueue calls that failed
+
+	// plainSeq and keyedSeq are the next seq numbers, run's alone. A failed enqueue may have
+	// inserted its rows all the same (the server went away before answering), so the jobs offered
+	// again take new numbers: a plain job's blog id is its seq's, and two plain jobs sharing one
+	// would count as two handlers of one blog at once (CheckConc).
+	plainSeq, keyedSeq int64
 
 	stop, done chan struct{}
 }
@@ -61,9 +67,10 @@ func (l *OfferedLoad) offerPlain(n int) {
 	}
 	jobs := make([]PlainJob, n)
 	for i := range jobs {
-		seq := int64(l.plainN + i)
+		seq := l.plainSeq + int64(i)
 		jobs[i] = PlainJob{BlogID: postgresPlainBlogBase + seq, Seq: seq}
 	}
+	l.plainSeq += int64(n)
 	ids, ok := enqueueOnce(l.e.DB, l.e.Plain, jobs)
 	l.record(ok, func() { l.plainIDs = append(l.plainIDs, ids...); l.plainN += n })
 }
@@ -76,9 +83,10 @@ func (l *OfferedLoad) offerKeyed(n int) {
 	}
 	jobs := make([]KeyedJob, n)
 	for i := range jobs {
-		seq := int64(l.keyedN + i)
+		seq := l.keyedSeq + int64(i)
 		jobs[i] = KeyedJob{BlogID: 1 + seq%keyedBlogs, Seq: seq}
 	}
+	l.keyedSeq += int64(n)
 	ids, ok := enqueueOnce(l.e.DB, l.e.Kind, jobs)
 	l.record(ok, func() { l.keyedIDs = append(l.keyedIDs, ids...); l.keyedN += n })
 }
