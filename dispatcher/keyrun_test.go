@@ -549,7 +549,7 @@ func TestClaimPassWithoutItsPauseIsCounted(t *testing.T) {
 	waitFor(t, "the finish statement to wait for the row lock", 10*time.Second, func() (bool, error) {
 		var n int
 		err := b.db.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", pid).Scan(&n)
-		return n == 1, err
+		return n >= 1, err // a heartbeat of the job may wait for it too
 	})
 	if got := d.Stats().PausesMissed; got != 0 {
 		t.Fatalf("Stats.PausesMissed = %d before any pass had to pause, want 0", got)
