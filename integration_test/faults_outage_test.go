@@ -43,10 +43,12 @@ func TestFault17PostgresOutageLongerThanLease(t *testing.T) {
 	faultkit.SkipUnlessFaultSuite(t)
 	const scenario = "17 PostgreSQL down longer than the lease"
 
-	// Arranged: one worker under a steady offered load; its baseline. Handlers of 20 to 40 ms keep
-	// about ten jobs running at any moment, whose outcomes the stop meets.
+	// Arranged: one worker under a steady offered load; its baseline. The load comes every 50 ms, and
+	// handlers of 20 to 80 ms keep jobs of more than one of its batches running at every moment, whose
+	// outcomes the stop meets: with handlers shorter than a batch's interval, a stop could fall
+	// where every job of the last batch had finished and been recorded.
 	e := faultkit.NewPostgresWorld(t, faultkit.PostgresOptions{Workers: 1, Concurrency: 32, LedgerElsewhere: true, LeaseTTL: outageLeaseTTL,
-		Tune: func(s *faultkit.WorkerSettings) { s.SleepMin, s.SleepMax = 20*time.Millisecond, 40*time.Millisecond }})
+		Tune: func(s *faultkit.WorkerSettings) { s.SleepMin, s.SleepMax = 20*time.Millisecond, 80*time.Millisecond }})
 	load := e.StartLoad(300, 50)
 	time.Sleep(warmUpBeforeBaseline)
 	b0, _, base := e.MeasureRates(t, 4*time.Second)
