@@ -65,6 +65,17 @@ func setup(t *testing.T, opts ...metrics.CollectorOption) *bundle {
 	return b
 }
 
+// newObserver returns an Observer on a registry of its own, for tests that need no database.
+func newObserver(t *testing.T) (*prometheus.Registry, *metrics.Observer) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	o, err := metrics.NewObserver(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, o
+}
+
 // config is a dispatcher configuration for the test's schema and Redis prefix, with the Observer.
 func (b *bundle) config(t *testing.T) dispatcher.Config {
 	return dispatcher.Config{DB: b.db, Redis: b.redis.Clients, RedisPrefix: b.redis.Prefix, NodeName: t.Name(),

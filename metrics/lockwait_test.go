@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/jobpipe/jobpipe/dispatcher"
 	"github.com/jobpipe/jobpipe/execlock"
 	"github.com/jobpipe/jobpipe/internal/testenv"
@@ -78,11 +76,7 @@ func TestLockNodeGauges(t *testing.T) {
 // With several dispatchers, the lock node gauges are sums over those still running.
 func TestLockNodesSummed(t *testing.T) {
 	t.Parallel()
-	reg := prometheus.NewRegistry()
-	o, err := metrics.NewObserver(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, o := newObserver(t)
 	read := func() string {
 		fams, err := reg.Gather()
 		if err != nil {

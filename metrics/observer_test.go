@@ -235,11 +235,7 @@ func TestObserverAllocatesNothingPerJob(t *testing.T) {
 // Observers made on one registry share its metrics, and Kind returns the same series each time.
 func TestObserversShareARegistry(t *testing.T) {
 	t.Parallel()
-	reg := prometheus.NewRegistry()
-	one, err := metrics.NewObserver(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, one := newObserver(t)
 	two, err := metrics.NewObserver(reg, metrics.WithDurationBuckets([]float64{1}), metrics.WithLagBuckets([]float64{1}))
 	if err != nil {
 		t.Fatal(err)
@@ -271,11 +267,7 @@ func TestObserversShareARegistry(t *testing.T) {
 // pause: a kind that never ran a key run has none.
 func TestPausesMissedCountByKind(t *testing.T) {
 	t.Parallel()
-	reg := prometheus.NewRegistry()
-	obs, err := metrics.NewObserver(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, obs := newObserver(t)
 	stalled, ok := obs.Kind("stalled").(dispatcher.PauseObserver)
 	if !ok {
 		t.Fatal("a kind's observer does not implement dispatcher.PauseObserver")
