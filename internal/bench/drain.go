@@ -39,7 +39,7 @@ func runDrain(ctx context.Context, s *session) error {
 		return err
 	}
 	defer f.stop(ctx)
-	elapsed, acc, err := s.drainFleet(ctx, f, "drain", start, jobs, kind.Info().Table, &led)
+	elapsed, acc, cost, err := s.drainFleet(ctx, f, "drain", start, jobs, kind.Info().Table, &led)
 	if err != nil {
 		return err
 	}
@@ -56,6 +56,7 @@ func runDrain(ctx context.Context, s *session) error {
 	r.result("jobs_per_s", perSec)
 	r.result("insert_jobs_per_s", rate(jobs, insertTime))
 	r.result("dead_tuples", tup.DeadTuples)
+	cost.resultPairs(r)
 	acc.resultPairs(r)
 	st := f.stats()
 	r.Details["dispatcher_stats"] = st
@@ -73,6 +74,7 @@ func runDrain(ctx context.Context, s *session) error {
 		{"blocks read outside shared_buffers: heap / indexes", fmt.Sprintf("%d of %d / %d of %d",
 			tup.HeapRead, tup.HeapRead+tup.HeapHit, tup.IdxRead, tup.IdxRead+tup.IdxHit), "insert and drain"},
 	}})
+	r.table(cost.table())
 	acc.record(r)
 	s.statements("dispatchers' statements during the drain (client-side time)")
 	return nil

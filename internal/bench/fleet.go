@@ -169,8 +169,10 @@ func (s *session) waitCount(ctx context.Context, what string, want int64, count 
 }
 
 // drainFleet shows progress while f works through jobs, waits until they are processed, stops the
-// fleet and checks the accounting of table against led. It returns the time from start.
-func (s *session) drainFleet(ctx context.Context, f *fleet, label string, start time.Time, jobs int64, table pgx.Identifier, led *ledger) (time.Duration, accounting, error) {
+// fleet and checks the accounting of table against led. It returns the time from start, and what
+// the work cost from here to the last job processed.
+func (s *session) drainFleet(ctx context.Context, f *fleet, label string, start time.Time, jobs int64, table pgx.Identifier, led *ledger) (time.Duration, accounting, workCost, error) {
+	meter := s.startWork(ctx)
 	stop := progress(s.opts.Log, s.opts.Progress, label, func() (int64, int64) {
 		p := f.processed()
 		return p, jobs - p
@@ -178,12 +180,13 @@ func (s *session) drainFleet(ctx context.Context, f *fleet, label string, start 
 	err := s.waitProcessed(ctx, f, jobs)
 	elapsed := time.Since(start)
 	stop()
+	cost := meter.end(ctx, jobs)
 	if err != nil {
-		return elapsed, accounting{}, err
+		return elapsed, accounting{}, cost, err
 	}
 	if err := f.stop(ctx); err != nil {
-		return elapsed, accounting{}, err
+		return elapsed, accounting{}, cost, err
 	}
 	acc, err := s.account(ctx, table, led, jobs, 0)
-	return elapsed, acc, err
+	return elapsed, acc, cost, err
 }

@@ -68,7 +68,7 @@ func runSlots(ctx context.Context, s *session) error {
 		return err
 	}
 	defer f.stop(ctx)
-	elapsed, acc, err := s.drainFleet(ctx, f, "slots", start, jobs, kind.Info().Table, &led)
+	elapsed, acc, cost, err := s.drainFleet(ctx, f, "slots", start, jobs, kind.Info().Table, &led)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func runSlots(ctx context.Context, s *session) error {
 		return err
 	}
 	s.recordSlots(slotsRun{jobs: jobs, keys: keys, slow: slow, slowBound: slowBound(slowOfKey, o.Slow, o.KeyLimit), elapsed: elapsed, insert: insertTime,
-		watch: w.summary(0, int(keys)), stats: f.stats(), leftover: leftover, acc: acc, path: path, bySlow: keysDoneBySlow(times, slowOfKey, start)})
+		watch: w.summary(0, int(keys)), stats: f.stats(), leftover: leftover, acc: acc, cost: cost, path: path, bySlow: keysDoneBySlow(times, slowOfKey, start)})
 	return nil
 }
 
@@ -95,6 +95,7 @@ type slotsRun struct {
 	stats           dispatcher.Stats
 	leftover        int64
 	acc             accounting
+	cost            workCost
 	path            jobPath
 	bySlow          []keysDone
 }
@@ -126,6 +127,7 @@ func (s *session) recordSlots(m slotsRun) {
 	r.result("slot_waits", len(m.watch.Waits))
 	r.result("slot_wait_p50_ms", m.watch.waitMs(50))
 	r.result("slot_wait_p99_ms", m.watch.waitMs(99))
+	m.cost.resultPairs(r)
 	m.acc.resultPairs(r)
 	r.Details["dispatcher_stats"] = m.stats
 	r.Details["redis"] = map[string]any{"set_nx": h.setNX.Load(), "set_nx_taken": h.setNXTaken.Load(),
@@ -159,6 +161,7 @@ func (s *session) recordSlots(m slotsRun) {
 		{"Redis command errors", format(h.errs.Load()), "0"},
 		{"lock keys left in Redis after Stop", format(m.leftover), "0"},
 	}})
+	r.table(m.cost.table())
 	m.acc.record(r)
 	s.statements("dispatchers' statements during the run (client-side time)")
 }

@@ -120,6 +120,17 @@ func (t *tracer) reset() {
 	t.stats = map[string]*stmtStat{}
 }
 
+// calls returns how many statements were timed since the last reset.
+func (t *tracer) calls() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n int64
+	for _, st := range t.stats {
+		n += st.calls
+	}
+	return n
+}
+
 // statementRow is one statement kind's timings in a report.
 type statementRow struct {
 	Statement string  `json:"statement"`

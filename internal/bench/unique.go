@@ -72,7 +72,7 @@ func runUnique(ctx context.Context, s *session) error {
 		return err
 	}
 	defer f.stop(ctx)
-	elapsed, acc, err := s.drainFleet(ctx, f, "unique", start, jobs, kind.Info().Table, &led)
+	elapsed, acc, cost, err := s.drainFleet(ctx, f, "unique", start, jobs, kind.Info().Table, &led)
 	if err != nil {
 		return err
 	}
@@ -100,6 +100,7 @@ func runUnique(ctx context.Context, s *session) error {
 	r.result("out_of_order", w.outOfOrder.Load())
 	r.result("lock_taken", h.setNXTaken.Load())
 	r.result("released", st.Released)
+	cost.resultPairs(r)
 	acc.resultPairs(r)
 	r.Details["dispatcher_stats"] = st
 	r.Details["redis"] = map[string]any{"set_nx": h.setNX.Load(), "set_nx_taken": h.setNXTaken.Load(),
@@ -128,6 +129,7 @@ func runUnique(ctx context.Context, s *session) error {
 		{"Redis command errors", format(h.errs.Load()), "0"},
 		{"lock keys left in Redis after Stop", format(leftover), "0"},
 	}})
+	r.table(cost.table())
 	acc.record(r)
 	s.statements("dispatchers' statements during the run (client-side time)")
 	return nil

@@ -24,7 +24,9 @@ key=value pairs, e.g.
   RESULT scenario=drain jobs=1000000 ... jobs_per_s=32051 ... duplicates=0 lost=0 early=0 verified=true
 Every scenario counts its handler runs per job and checks them against the table: duplicates (jobs run
 more than once), lost (never run, or not processed) and early (started before process_after) must be
-0, or the command exits 1.
+0, or the command exits 1. drain, unique and slots also report what their work cost per job: CPU time
+of this process, of the dispatchers' PostgreSQL backends, of the Redis lock nodes and of the machine
+(where the server runs on this machine), statements and Redis round trips.
 
 scenarios and targets (for a 2-core machine):
   drain   pre-insert --jobs no-op jobs of a plain kind, then work them all; also the table's dead

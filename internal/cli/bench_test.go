@@ -136,11 +136,41 @@ func TestBenchVersusDrain(t *testing.T) {
 	if drain["jobs"] != "1500" || drain["jobs_per_s"] != p["vs_jobs_per_s"] {
 		t.Errorf("drain's RESULT %v; want 1500 jobs and jobs_per_s %s", drain, p["vs_jobs_per_s"])
 	}
+	checkWorkCost(t, stdout, p, true)
+	checkWorkCost(t, stdout, drain, false)
 	mine, _ := strconv.ParseFloat(p["jobs_per_s"], 64)
 	theirs, _ := strconv.ParseFloat(p["vs_jobs_per_s"], 64)
 	got, err := strconv.ParseFloat(p["ratio"], 64)
 	if err != nil || theirs <= 0 || math.Abs(got-mine/theirs) > 0.0005 {
 		t.Errorf("ratio=%s; want jobs_per_s / vs_jobs_per_s = %v / %v", p["ratio"], mine, theirs)
+	}
+}
+
+// checkWorkCost checks a run's cost per job: statements and, for a keyed run, the Redis round trips
+// that carried its lock commands, all positive; the CPU time of this process, of PostgreSQL, of the
+// machine and of the lock nodes, positive too where they could be read (the server runs on this
+// machine); else the run says why not.
+func checkWorkCost(t *testing.T, stdout string, p map[string]string, keyed bool) {
+	t.Helper()
+	keys := []string{"statements_per_job"}
+	if keyed {
+		keys = append(keys, "redis_trips_per_job")
+	}
+	if _, measured := p["worker_cpu_us_per_job"]; measured {
+		keys = append(keys, "worker_cpu_us_per_job", "pg_cpu_us_per_job", "machine_cpu_us_per_job")
+		if keyed {
+			keys = append(keys, "redis_cpu_us_per_job")
+		}
+	} else if !regexp.MustCompile(`(?m)^  CPU time +not measured +\S`).MatchString(stdout) {
+		t.Errorf("%s: no CPU time per job, and no reason given:\n%s", p["scenario"], stdout)
+	}
+	for _, k := range keys {
+		if v, err := strconv.ParseFloat(p[k], 64); err != nil || v <= 0 {
+			t.Errorf("%s: %s = %q; want a positive number", p["scenario"], k, p[k])
+		}
+	}
+	if _, ok := p["redis_trips_per_job"]; ok != keyed {
+		t.Errorf("%s: redis_trips_per_job present %v; want %v", p["scenario"], ok, keyed)
 	}
 }
 
