@@ -89,10 +89,14 @@ func (w *workMeter) end(ctx context.Context, jobs int64) workCost {
 	}
 	if len(w.nodes) > 0 && c.redisErr == "" {
 		r, err := redisCPU(ctx, w.nodes)
-		if err != nil {
+		switch {
+		case err != nil:
 			c.redisErr = err.Error()
+		case r < w.redis0:
+			c.redisErr = "a lock node's CPU time went back: it restarted during the run"
+		default:
+			c.redis = r - w.redis0
 		}
-		c.redis = r - w.redis0
 	}
 	for _, n := range w.nodes {
 		_ = n.Close()
