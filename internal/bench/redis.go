@@ -82,16 +82,25 @@ func (rs *redisSet) newClients() ([]*redis.Client, error) {
 	return clients, nil
 }
 
+// plainClient returns a client of node i without the lock hook, for the bench's own commands; the
+// caller closes it.
+func (rs *redisSet) plainClient(i int) (*redis.Client, error) {
+	opts, err := execlock.ParseNode(rs.nodes[i])
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewClient(opts), nil
+}
+
 // leftover counts the run's lock keys still in Redis (every lock should be released by now) and
 // deletes them.
 func (rs *redisSet) leftover(ctx context.Context) (int64, error) {
 	var n int64
 	for i := range rs.nodes {
-		opts, err := execlock.ParseNode(rs.nodes[i])
+		node, err := rs.plainClient(i)
 		if err != nil {
 			return n, err
 		}
-		node := redis.NewClient(opts)
 		iter := node.Scan(ctx, 0, rs.prefix+"*", 1000).Iterator()
 		for iter.Next(ctx) {
 			n++

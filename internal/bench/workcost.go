@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/jobpipe/jobpipe/execlock"
 )
 
 // workMeter measures what the work of drain, unique and slots costs, from the dispatchers' start
@@ -55,13 +53,13 @@ func (s *session) startWork(ctx context.Context) *workMeter {
 	}
 	w.meter = m
 	if s.redis != nil {
-		for _, n := range s.redis.nodes {
-			opts, err := execlock.ParseNode(n)
+		for i := range s.redis.nodes {
+			node, err := s.redis.plainClient(i)
 			if err != nil {
 				w.redisErr = err.Error()
 				break
 			}
-			w.nodes = append(w.nodes, redis.NewClient(opts))
+			w.nodes = append(w.nodes, node)
 		}
 		if w.redisErr == "" {
 			w.redis0, err = redisCPU(ctx, w.nodes)
