@@ -27,7 +27,7 @@ export GOFLAGS
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: help services local-services chromium test test-faults fuzz test-containers lint build demo bench bench-peers
+.PHONY: help services local-services hugepages chromium test test-faults fuzz test-containers lint build demo bench bench-peers
 
 help: ## List the targets (this text)
 	@echo "Targets:"
@@ -41,10 +41,14 @@ services: ## Make PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) answer:
 local-services:
 	@.ci/services.sh --optional
 
+# Reserves huge pages (root) for the PostgreSQL clusters the tests start themselves; never fails.
+hugepages:
+	@.ci/hugepages.sh
+
 chromium: ## Make sure Chromium is installed for the dashboard's browser test (installs it: root + apt)
 	@.ci/chromium.sh
 
-test: local-services chromium ## Run every package's tests with the race detector (TIMEOUT, TESTFLAGS)
+test: local-services hugepages chromium ## Run every package's tests with the race detector (TIMEOUT, TESTFLAGS)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(TESTFLAGS) ./...
 
 # The fault scenarios measure throughput, so they run without the race detector (make test runs the
@@ -55,7 +59,7 @@ FAULTS_REPORT  ?= $(or $(JOBPIPE_ARTIFACTS_DIR),$(or $(TMPDIR),/tmp)/jobpipe-art
 FUZZTIME       ?= 10s
 export FUZZTIME
 
-test-faults: local-services ## Run the fault suite (docs/reliability.md) and print each scenario's figures (FAULTSFLAGS)
+test-faults: local-services hugepages ## Run the fault suite (docs/reliability.md) and print each scenario's figures (FAULTSFLAGS)
 	@mkdir -p $(dir $(FAULTS_REPORT)) && rm -f $(FAULTS_REPORT)
 	@status=0; JOBPIPE_FAULTS=1 JOBPIPE_FAULTS_REPORT=$(FAULTS_REPORT) $(GO) test -count=1 -timeout $(FAULTS_TIMEOUT) \
 		-run '^TestFault' $(FAULTSFLAGS) ./integration_test/ || status=$$?; \
