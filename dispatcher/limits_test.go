@@ -133,6 +133,7 @@ func TestKeyLimitFillsEverySlotAndNoMore(t *testing.T) {
 	b := newRun(t)
 	kind := jobinfo.MustDefine[postSync]("post_sync", jobinfo.KeyLimit(limit))
 	createKind(t, b.db, kind)
+	recordClaimClock(t, b, "post_sync")
 	enqueueSeqMajor(t, b, kind, keys, perKey)
 	w := newSlotWatch(t, false)
 	w.sleep, w.reach = 30*time.Millisecond, limit
@@ -172,16 +173,35 @@ func TestKeyLimitFillsEverySlotAndNoMore(t *testing.T) {
 	t.Logf("for %d jobs: %d lock attempts refused as taken, %d claims refused by the database, %d released unrun", keys*perKey, taken, refused, released)
 }
 
+// recordClaimClock makes table record when each claim of a row was written (claimed_clock), for
+// checkClaimOrder. started_at cannot tell: it is the claiming transaction's start, and a statement
+// that finishes one job of a key run and claims the key's next may wait between its start and the
+// claim while other dispatchers claim the key's earlier jobs.
+func recordClaimClock(t *testing.T, b *runBundle, table string) {
+	t.Helper()
+	ddl := `ALTER TABLE ` + table + ` ADD COLUMN claimed_clock timestamptz;
+CREATE FUNCTION ` + table + `_claim_clock() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN NEW.claimed_clock := clock_timestamp(); RETURN NEW; END $$;
+CREATE TRIGGER claim_clock BEFORE UPDATE ON ` + table + ` FOR EACH ROW
+WHEN (NEW.attempts_made > OLD.attempts_made) EXECUTE FUNCTION ` + table + `_claim_clock();`
+	if _, err := b.db.Exec(context.Background(), ddl); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // checkClaimOrder checks that within each key jobs were claimed in enqueue order, as far as a limit
 // of limit jobs per key lets one tell: when a job is claimed, fewer than limit earlier jobs of its key
 // may still be waiting (being claimed at the same moment by other dispatchers). So for each job, at
-// most limit-1 earlier jobs of its key were claimed after it (started_at is the claiming
-// transaction's time; a job given back unrun and claimed again would count too).
+// most limit-1 earlier jobs of its key were claimed after it (by the claim's own clock: see
+// recordClaimClock; a job given back unrun and claimed again counts with its last claim).
 func checkClaimOrder(t *testing.T, b *runBundle, table string, limit int) {
 	t.Helper()
+	if n := countWhere(t, b.db, table, "started_at IS NOT NULL AND claimed_clock IS NULL"); n != 0 {
+		t.Fatalf("%d claimed jobs have no claim clock: was recordClaimClock called before the claims?", n)
+	}
 	var bad []string
-	rows, err := b.db.Query(context.Background(), `SELECT j.blog_id, j.seq, j.started_at, x.later FROM `+table+` j
-CROSS JOIN LATERAL (SELECT count(*) AS later FROM `+table+` e WHERE e.blog_id = j.blog_id AND e.id < j.id AND e.started_at > j.started_at) x
+	rows, err := b.db.Query(context.Background(), `SELECT j.blog_id, j.seq, j.claimed_clock, x.later FROM `+table+` j
+CROSS JOIN LATERAL (SELECT count(*) AS later FROM `+table+` e WHERE e.blog_id = j.blog_id AND e.id < j.id AND e.claimed_clock > j.claimed_clock) x
 WHERE x.later >= $1 ORDER BY j.blog_id, j.seq`, limit)
 	if err != nil {
 		t.Fatal(err)
@@ -274,6 +294,7 @@ func TestKeyLimitChangesApplyAtRuntime(t *testing.T) {
 	b := newRun(t)
 	kind := jobinfo.MustDefine[postSync]("post_sync") // one job per key unless changed
 	createKind(t, b.db, kind)
+	recordClaimClock(t, b, "post_sync")
 	enqueueSeqMajor(t, b, kind, 2, 20)
 	w := newSlotWatch(t, true)
 	cfg := b.cfg
