@@ -174,9 +174,10 @@ func TestKeyLimitFillsEverySlotAndNoMore(t *testing.T) {
 }
 
 // recordClaimClock makes table record when each claim of a row was written (claimed_clock), for
-// checkClaimOrder. started_at cannot tell: it is the claiming transaction's start, and a statement
-// that finishes one job of a key run and claims the key's next may wait between its start and the
-// claim while other dispatchers claim the key's earlier jobs.
+// checkClaimOrder. started_at cannot tell: it is the claiming transaction's start, and a keyed claim
+// pass begins its transaction before it reads the heads and takes their queue locks, so other
+// dispatchers may claim the key's earlier jobs meanwhile, with later times, and the pass then claim
+// the key's next job, in order but with an earlier time.
 func recordClaimClock(t *testing.T, b *runBundle, table string) {
 	t.Helper()
 	ddl := `ALTER TABLE ` + table + ` ADD COLUMN claimed_clock timestamptz;
