@@ -11,6 +11,10 @@
 set -uo pipefail
 
 want=${JOBPIPE_HUGEPAGES:-1024}
+if [[ ! $want =~ ^[0-9]+$ ]]; then
+  echo "hugepages: JOBPIPE_HUGEPAGES=\"$want\" is not a number of pages; give one such as 1024, or unset it; reserving none"
+  exit 0
+fi
 knob=/proc/sys/vm/nr_hugepages
 have=$(cat "$knob" 2>/dev/null) || exit 0 # no huge pages on this kernel: nothing to do
 (( have >= want )) && exit 0
@@ -18,7 +22,7 @@ if [[ $(id -u) != 0 ]]; then
   echo "hugepages: $have huge pages reserved, fewer than $want; as root, make reserves them (see docs/reliability.md, \"Huge pages\")"
   exit 0
 fi
-echo "$want" > "$knob" 2>/dev/null
+{ echo "$want" > "$knob"; } 2>/dev/null # a read-only /proc/sys (a container) is reported below
 got=$(cat "$knob")
 if (( got >= want )); then
   echo "hugepages: reserved $got huge pages (were $have) for the tests' own PostgreSQL clusters"
