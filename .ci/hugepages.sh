@@ -3,7 +3,7 @@
 # (internal/pgproc; PostgreSQL's default huge_pages=try uses them when the kernel has them). Without
 # them, on a virtual machine where a page fault is costly, every new backend pays for each page of
 # shared memory it touches, and a scenario that ends backends by the hundred (fault scenario 10)
-# measures those faults rather than the library: docs/reliability.md, "Huge pages".
+# measures those faults rather than the library: docs/reliability.md, "What a new backend costs".
 # Only ever raises the count, only as root; never fails, since the tests run without huge pages too.
 #
 #   JOBPIPE_HUGEPAGES  how many to reserve (default 1024 pages, 2 GiB of 2 MiB pages: room for about
@@ -19,7 +19,7 @@ knob=/proc/sys/vm/nr_hugepages
 have=$(cat "$knob" 2>/dev/null) || exit 0 # no huge pages on this kernel: nothing to do
 (( have >= want )) && exit 0
 if [[ $(id -u) != 0 ]]; then
-  echo "hugepages: $have huge pages reserved, fewer than $want; as root, make reserves them (see docs/reliability.md, \"Huge pages\")"
+  echo "hugepages: $have huge pages reserved, fewer than $want; as root, make reserves them (see docs/reliability.md, \"What a new backend costs\")"
   exit 0
 fi
 { echo "$want" > "$knob"; } 2>/dev/null # a read-only /proc/sys (a container) is reported below

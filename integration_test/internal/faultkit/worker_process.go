@@ -259,8 +259,11 @@ func RunWorker() int {
 		}
 	}()
 
+	// The dispatcher's own pool holds 2 connections, the least it takes and enough for a worker's
+	// load here: a storm of terminated backends (fault scenario 10) ends every connection, each is
+	// dialled again, and on a small machine each new backend costs a share of its CPU.
 	d, err := dispatcher.New(dispatcher.Config{
-		DB: db, Redis: clients, RedisPrefix: env(envPrefix), NodeName: node,
+		DB: db, DispatcherConns: 2, Redis: clients, RedisPrefix: env(envPrefix), NodeName: node,
 		Concurrency: concurrency, LeaseTTL: leaseTTL, PollInterval: poll,
 		RescueInterval: rescue, LeaderTTL: leaderTTL, Logger: logger, KeyRunJobs: keyRunJobs,
 	})
